@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): runs, items, events, the platform webhook receiver, health."""

@@ -1,0 +1,78 @@
+"""The one error path: domain errors and validation failures become application/problem+json.
+
+Validation problems name the offending field (as a JSON pointer into the body) so a caller
+can fix the request without reading our code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.domain.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"urn:orchestrator:problem:{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if field is not None:
+        body["field"] = field
+    if errors:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+
+
+def _pointer(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return "/" + "/".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(_request: Request, exc: DomainError) -> JSONResponse:
+        return problem(exc.status, exc.code, exc.title, exc.detail, field=exc.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _pointer(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
+            for err in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "/", "message": "invalid request"}
+        return problem(
+            422,
+            "validation-failed",
+            "The request is not valid",
+            f"{first['field']}: {first['message']}",
+            field=first["field"],
+            errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}.get(
+            exc.status_code, "http-error"
+        )
+        return problem(exc.status_code, code, str(exc.detail), str(exc.detail))

@@ -1,0 +1,62 @@
+"""Turning records into API views (shared by the routes and the CLI's watch display)."""
+
+from __future__ import annotations
+
+from orchestrator.api.schemas import ChildView, RunCounts, RunSummary, RunView
+from orchestrator.db.queries.runs import ChildRecord, RunRecord
+from orchestrator.domain.lifecycle import ChildState
+
+
+def child_view(child: ChildRecord) -> ChildView:
+    return ChildView(
+        id=child.id,
+        index=child.idx,
+        actor=child.actor,
+        platform_actor_id=child.platform_actor_id,
+        platform_run_id=child.platform_run_id,
+        dataset_id=child.dataset_id,
+        state=child.state.value,
+        terminal=child.state.terminal,
+        platform_status=child.platform_status,
+        status_message=child.status_message,
+        items_ingested=child.items_ingested,
+        created_at=child.created_at,
+        started_at=child.started_at,
+        finished_at=child.finished_at,
+    )
+
+
+def run_view(run: RunRecord, children: list[ChildRecord]) -> RunView:
+    return RunView(
+        id=run.id,
+        workspace_id=run.workspace_id,
+        conversation_id=run.conversation_id,
+        skill_id=run.skill_run_id,
+        state=run.state.value,
+        terminal=run.terminal,
+        counts=RunCounts(
+            total=len(children),
+            succeeded=sum(1 for c in children if c.state is ChildState.SUCCEEDED),
+            failed=sum(1 for c in children if c.state in (ChildState.FAILED, ChildState.TIMED_OUT)),
+            running=sum(1 for c in children if not c.state.terminal),
+        ),
+        items_total=sum(c.items_ingested for c in children),
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+        finished_at=run.finished_at,
+        children=[child_view(c) for c in children],
+    )
+
+
+def run_summary(run: RunRecord) -> RunSummary:
+    return RunSummary(
+        id=run.id,
+        workspace_id=run.workspace_id,
+        conversation_id=run.conversation_id,
+        skill_id=run.skill_run_id,
+        state=run.state.value,
+        terminal=run.terminal,
+        children_total=run.children_total,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+    )

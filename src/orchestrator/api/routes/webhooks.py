@@ -1,0 +1,93 @@
+"""``POST /webhooks/platform``: the platform's ad-hoc webhooks wake the child's poller.
+
+The token in the header template is checked in constant time before anything else; an
+unknown child, a bad or missing token or a malformed body gets a 4xx with no side effect.
+A delivery is logged once per ``X-Apify-Webhook-Dispatch-Id``. The payload is never
+trusted: the poller always confirms the status with the platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.api.deps import State
+from orchestrator.api.errors import problem
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.queries.events import append_event
+from orchestrator.domain.ids import poller_workflow_id
+from orchestrator.platform.webhook_auth import (
+    WEBHOOK_CHILD_HEADER,
+    WEBHOOK_TOKEN_HEADER,
+    verify_webhook_token,
+)
+from orchestrator.workflows.poller import PLATFORM_SIGNAL
+from orchestrator.workflows.types import PlatformSignal
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["webhooks"])
+
+MAX_WEBHOOK_BYTES = 512 * 1024
+
+
+@router.post("/webhooks/platform", status_code=202, summary="Receiver of platform webhooks.")
+async def platform_webhook(request: Request, state: State) -> JSONResponse:
+    child_id = request.headers.get(WEBHOOK_CHILD_HEADER, "")
+    token = request.headers.get(WEBHOOK_TOKEN_HEADER, "")
+    secret = state.settings.webhook_secret.get_secret_value()
+    if not child_id or not token or not verify_webhook_token(secret, child_id, token):
+        log.warning("rejected a platform webhook with a missing or bad token")
+        return problem(401, "unauthorized", "Unauthorized", "missing or invalid webhook token")
+    body = await request.body()
+    if len(body) > MAX_WEBHOOK_BYTES:
+        return problem(413, "payload-too-large", "Payload too large", "webhook body is too large")
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        return problem(400, "malformed-body", "Malformed body", "webhook body is not JSON")
+    if not isinstance(payload, dict):
+        return problem(400, "malformed-body", "Malformed body", "webhook body is not an object")
+    event_type = str(payload.get("eventType", ""))
+    raw_resource = payload.get("resource")
+    resource: dict[str, Any] = raw_resource if isinstance(raw_resource, dict) else {}
+    dispatch_id = request.headers.get("X-Apify-Webhook-Dispatch-Id", "")
+
+    def record() -> run_queries.ChildRecord | None:
+        with state.engine.begin() as conn:
+            child = run_queries.get_child(conn, child_id)
+            if child is None:
+                return None
+            append_event(
+                conn,
+                child.run_id,
+                "child.webhook",
+                f"platform webhook {event_type or '(no event type)'} received",
+                child_id=child.id,
+                data={
+                    "eventType": event_type,
+                    "dispatchId": dispatch_id,
+                    "platformRunId": resource.get("id"),
+                },
+                dedupe_key=f"webhook:{dispatch_id}" if dispatch_id else None,
+            )
+            return child
+
+    child = await asyncio.to_thread(record)
+    if child is None:
+        return problem(404, "not-found", "Not found", "no such actor run")
+    if state.temporal is not None:
+        try:
+            await state.temporal.get_workflow_handle(poller_workflow_id(child.id)).signal(
+                PLATFORM_SIGNAL, PlatformSignal(event_type=event_type, dispatch_id=dispatch_id)
+            )
+        except RPCError as exc:
+            # The poller has already finished (or not started yet): polling covers it.
+            if exc.status is not RPCStatusCode.NOT_FOUND:
+                raise
+    return JSONResponse({"accepted": True}, status_code=202)

@@ -1,0 +1,58 @@
+"""Composition root of the HTTP API: settings, engine and Temporal client are built here.
+
+Nothing is created at import time: ``create_app`` is called by ``orchestrator api`` (through
+uvicorn's factory mode) and by tests with their own settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from orchestrator import __version__
+from orchestrator.api.deps import AppState
+from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.routes import health, runs, webhooks
+from orchestrator.config.bootstrap import prepare_database
+from orchestrator.config.settings import Settings
+from orchestrator.config.temporal import connect_temporal
+
+log = logging.getLogger(__name__)
+
+TEMPORAL_CONNECT_ATTEMPTS = 30
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = await asyncio.to_thread(prepare_database, settings)
+        state = AppState(settings=settings, engine=engine)
+        app.state.orchestrator = state
+        for attempt in range(1, TEMPORAL_CONNECT_ATTEMPTS + 1):
+            try:
+                state.temporal = await connect_temporal(settings)
+                break
+            except RuntimeError as exc:
+                log.warning("Temporal not reachable (attempt %d): %s", attempt, exc)
+                await asyncio.sleep(1)
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="Scraper orchestrator",
+        version=__version__,
+        description="Spawns scraper runs on the platform, tracks them, ingests every row, "
+        "and tells the caller when the whole request is done.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(runs.router)
+    app.include_router(webhooks.router)
+    return app

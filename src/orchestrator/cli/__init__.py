@@ -1,0 +1,1 @@
+"""The ``orchestrator`` command line (Typer); Rich is used only here."""

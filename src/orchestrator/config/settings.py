@@ -1,0 +1,64 @@
+"""Process settings, from environment variables prefixed ``ORCHESTRATOR_`` (or a ``.env`` file).
+
+The defaults describe the local stack started by ``orchestrator dev``: a SQLite file under
+``var/``, a Temporal dev server on 127.0.0.1:7233 and the platform emulator on
+127.0.0.1:8765. Production overrides them through the environment; see docs/OPERATIONS.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_VAR_DIR = Path("var")
+
+
+class Settings(BaseSettings):
+    """Everything a process of the orchestrator needs to know about its surroundings."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ORCHESTRATOR_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    database_url: str = Field(
+        default=f"sqlite:///{DEFAULT_VAR_DIR / 'orchestrator.db'}",
+        description="SQLAlchemy URL of the app database (sqlite:///path or "
+        "postgresql+psycopg://user@host/db).",
+    )
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    task_queue: str = "scraper-orchestrator"
+
+    apify_api_url: str = Field(
+        default="http://127.0.0.1:8765",
+        description="Base URL of the Apify API (the local emulator by default).",
+    )
+    apify_token: SecretStr = SecretStr("emulator-token")
+
+    public_url: str = Field(
+        default="http://127.0.0.1:8000",
+        description="URL at which the platform can reach this API (webhooks point here).",
+    )
+    webhook_secret: SecretStr = Field(
+        default=SecretStr("local-development-webhook-secret"),
+        description="Server secret from which each child's platform-webhook secret is derived.",
+    )
+
+    poll_interval_seconds: float = Field(default=60.0, gt=0)
+    default_timeout_grace_seconds: float = Field(
+        default=600.0, ge=0, description="Added to a child's timeoutSec to form its backstop cap."
+    )
+    default_cap_seconds: float = Field(
+        default=4 * 3600.0, gt=0, description="Backstop cap for a child that gives no timeoutSec."
+    )
+    dataset_page_size: int = Field(default=1000, gt=0, le=100_000)
+
+    actor_registry_file: Path | None = Field(
+        default=None,
+        description="JSON file seeding the actor registry; the bundled demo registry when unset.",
+    )
+
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000

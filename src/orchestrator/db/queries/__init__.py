@@ -1,0 +1,1 @@
+"""Queries, one module per aggregate; each function takes an open connection."""

@@ -1,0 +1,397 @@
+"""Requests (``scrape_runs``) and their child actor runs (``scrape_children``).
+
+Child transitions and the header roll-up happen in one transaction: a child's new state,
+its event, and the header's recomputed state are written together, so the read model never
+shows a header that disagrees with its children.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, func, insert, select, update
+
+from orchestrator.db.queries._common import as_utc, utcnow
+from orchestrator.db.queries.events import append_event
+from orchestrator.db.schema import scrape_children, scrape_items, scrape_runs
+from orchestrator.domain.lifecycle import (
+    TERMINAL_RUN_STATES,
+    ChildState,
+    RunState,
+    child_transition_allowed,
+    roll_up,
+)
+
+
+@dataclass(frozen=True)
+class NewChild:
+    id: str
+    idx: int
+    actor: str
+    platform_actor_id: str
+    input: dict[str, Any]
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NewRun:
+    id: str
+    workspace_id: str
+    conversation_id: str | None
+    skill_run_id: str | None
+    callback_url: str | None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    children: Sequence[NewChild] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    workspace_id: str
+    conversation_id: str | None
+    skill_run_id: str | None
+    callback_url: str | None
+    state: RunState
+    aborted: bool
+    children_total: int
+    children_succeeded: int
+    children_failed: int
+    items_total: int
+    idempotency_key: str | None
+    request_hash: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_RUN_STATES
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> RunRecord:
+        return cls(
+            id=row["id"],
+            workspace_id=row["workspace_id"],
+            conversation_id=row["conversation_id"],
+            skill_run_id=row["skill_run_id"],
+            callback_url=row["callback_url"],
+            state=RunState(row["state"]),
+            aborted=bool(row["aborted"]),
+            children_total=row["children_total"],
+            children_succeeded=row["children_succeeded"],
+            children_failed=row["children_failed"],
+            items_total=row["items_total"],
+            idempotency_key=row["idempotency_key"],
+            request_hash=row["request_hash"],
+            created_at=as_utc(row["created_at"]) or utcnow(),
+            updated_at=as_utc(row["updated_at"]) or utcnow(),
+            finished_at=as_utc(row["finished_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class ChildRecord:
+    id: str
+    run_id: str
+    idx: int
+    actor: str
+    platform_actor_id: str
+    input: dict[str, Any]
+    options: dict[str, Any]
+    state: ChildState
+    platform_run_id: str | None
+    dataset_id: str | None
+    platform_status: str | None
+    status_message: str | None
+    items_ingested: int
+    ingest_offset: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> ChildRecord:
+        return cls(
+            id=row["id"],
+            run_id=row["run_id"],
+            idx=row["idx"],
+            actor=row["actor"],
+            platform_actor_id=row["platform_actor_id"],
+            input=json.loads(row["input_json"]),
+            options=json.loads(row["options_json"]),
+            state=ChildState(row["state"]),
+            platform_run_id=row["platform_run_id"],
+            dataset_id=row["dataset_id"],
+            platform_status=row["platform_status"],
+            status_message=row["status_message"],
+            items_ingested=row["items_ingested"],
+            ingest_offset=row["ingest_offset"],
+            created_at=as_utc(row["created_at"]) or utcnow(),
+            updated_at=as_utc(row["updated_at"]) or utcnow(),
+            started_at=as_utc(row["started_at"]),
+            finished_at=as_utc(row["finished_at"]),
+        )
+
+
+def insert_run(conn: Connection, run: NewRun) -> None:
+    """Insert a header (queued) and its children (pending); the caller owns the transaction."""
+    now = utcnow()
+    conn.execute(
+        insert(scrape_runs).values(
+            id=run.id,
+            workspace_id=run.workspace_id,
+            conversation_id=run.conversation_id,
+            skill_run_id=run.skill_run_id,
+            callback_url=run.callback_url,
+            state=RunState.QUEUED.value,
+            aborted=0,
+            children_total=len(run.children),
+            children_succeeded=0,
+            children_failed=0,
+            items_total=0,
+            idempotency_key=run.idempotency_key,
+            request_hash=run.request_hash,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    conn.execute(
+        insert(scrape_children),
+        [
+            {
+                "id": child.id,
+                "run_id": run.id,
+                "idx": child.idx,
+                "actor": child.actor,
+                "platform_actor_id": child.platform_actor_id,
+                "input_json": json.dumps(child.input, separators=(",", ":")),
+                "options_json": json.dumps(child.options, separators=(",", ":")),
+                "state": ChildState.PENDING.value,
+                "items_ingested": 0,
+                "ingest_offset": 0,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for child in run.children
+        ],
+    )
+    append_event(
+        conn,
+        run.id,
+        "run.created",
+        f"request accepted with {len(run.children)} actor run(s)",
+        data={"state": RunState.QUEUED.value, "children": len(run.children)},
+        dedupe_key=f"{run.id}:created",
+    )
+
+
+def get_run(conn: Connection, run_id: str) -> RunRecord | None:
+    row = conn.execute(select(scrape_runs).where(scrape_runs.c.id == run_id)).mappings().first()
+    return RunRecord.from_row(row) if row else None
+
+
+def find_run_by_idempotency_key(conn: Connection, workspace_id: str, key: str) -> RunRecord | None:
+    row = (
+        conn.execute(
+            select(scrape_runs).where(
+                scrape_runs.c.workspace_id == workspace_id,
+                scrape_runs.c.idempotency_key == key,
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return RunRecord.from_row(row) if row else None
+
+
+def list_runs(
+    conn: Connection,
+    *,
+    workspace_id: str | None = None,
+    states: Sequence[RunState] | None = None,
+    limit: int = 100,
+) -> list[RunRecord]:
+    query = select(scrape_runs).order_by(scrape_runs.c.created_at.desc()).limit(limit)
+    if workspace_id is not None:
+        query = query.where(scrape_runs.c.workspace_id == workspace_id)
+    if states:
+        query = query.where(scrape_runs.c.state.in_([s.value for s in states]))
+    return [RunRecord.from_row(row) for row in conn.execute(query).mappings()]
+
+
+def get_children(conn: Connection, run_id: str) -> list[ChildRecord]:
+    rows = conn.execute(
+        select(scrape_children)
+        .where(scrape_children.c.run_id == run_id)
+        .order_by(scrape_children.c.idx)
+    ).mappings()
+    return [ChildRecord.from_row(row) for row in rows]
+
+
+def get_child(conn: Connection, child_id: str) -> ChildRecord | None:
+    row = (
+        conn.execute(select(scrape_children).where(scrape_children.c.id == child_id))
+        .mappings()
+        .first()
+    )
+    return ChildRecord.from_row(row) if row else None
+
+
+def find_child_by_platform_run(conn: Connection, platform_run_id: str) -> ChildRecord | None:
+    row = (
+        conn.execute(
+            select(scrape_children).where(scrape_children.c.platform_run_id == platform_run_id)
+        )
+        .mappings()
+        .first()
+    )
+    return ChildRecord.from_row(row) if row else None
+
+
+def transition_child(
+    conn: Connection,
+    child_id: str,
+    new_state: ChildState,
+    *,
+    message: str | None = None,
+    platform_run_id: str | None = None,
+    dataset_id: str | None = None,
+    platform_status: str | None = None,
+    status_message: str | None = None,
+) -> bool:
+    """Move a child to ``new_state`` if its lifecycle allows it, then roll up its header.
+
+    Returns False (and changes nothing) for a transition that is not allowed, such as a
+    repeated or stale one: that is what makes the recording activities idempotent.
+    """
+    child = get_child(conn, child_id)
+    if child is None:
+        raise LookupError(f"unknown child {child_id}")
+    if not child_transition_allowed(child.state, new_state):
+        return False
+    now = utcnow()
+    values: dict[str, Any] = {"state": new_state.value, "updated_at": now}
+    if platform_run_id is not None:
+        values["platform_run_id"] = platform_run_id
+    if dataset_id is not None:
+        values["dataset_id"] = dataset_id
+    if platform_status is not None:
+        values["platform_status"] = platform_status
+    if status_message is not None:
+        values["status_message"] = status_message
+    if new_state is ChildState.RUNNING and child.started_at is None:
+        values["started_at"] = now
+    if new_state.terminal:
+        values["finished_at"] = now
+    conn.execute(update(scrape_children).where(scrape_children.c.id == child_id).values(values))
+    data: dict[str, Any] = {"from": child.state.value, "to": new_state.value}
+    if platform_status:
+        data["platformStatus"] = platform_status
+    if status_message:
+        data["statusMessage"] = status_message
+    append_event(
+        conn,
+        child.run_id,
+        "child.state",
+        message or f"actor run {child.idx} ({child.actor}): {child.state} → {new_state}",
+        child_id=child_id,
+        data=data,
+        dedupe_key=f"{child_id}:state:{new_state.value}",
+    )
+    recompute_run(conn, child.run_id)
+    return True
+
+
+def record_platform_status(
+    conn: Connection, child_id: str, platform_status: str, status_message: str | None
+) -> None:
+    """Remember the latest platform status of a child without changing its state."""
+    conn.execute(
+        update(scrape_children)
+        .where(scrape_children.c.id == child_id)
+        .values(platform_status=platform_status, status_message=status_message, updated_at=utcnow())
+    )
+
+
+def set_ingest_progress(conn: Connection, child_id: str, offset: int) -> None:
+    """Record that every item below ``offset`` is stored (the ingest cursor)."""
+    conn.execute(
+        update(scrape_children)
+        .where(scrape_children.c.id == child_id, scrape_children.c.ingest_offset < offset)
+        .values(ingest_offset=offset, items_ingested=offset, updated_at=utcnow())
+    )
+
+
+def mark_aborted(conn: Connection, run_id: str) -> bool:
+    """Flag a request as aborted by its caller. False if it was already terminal."""
+    run = get_run(conn, run_id)
+    if run is None or run.terminal:
+        return False
+    conn.execute(
+        update(scrape_runs).where(scrape_runs.c.id == run_id).values(aborted=1, updated_at=utcnow())
+    )
+    append_event(
+        conn,
+        run_id,
+        "run.abort_requested",
+        "abort requested by the caller",
+        dedupe_key=f"{run_id}:abort_requested",
+    )
+    recompute_run(conn, run_id)
+    return True
+
+
+def recompute_run(conn: Connection, run_id: str) -> RunState:
+    """Roll the children up into the header's state, counts and finish time."""
+    run = get_run(conn, run_id)
+    if run is None:
+        raise LookupError(f"unknown run {run_id}")
+    rows = conn.execute(
+        select(scrape_children.c.state, scrape_children.c.items_ingested).where(
+            scrape_children.c.run_id == run_id
+        )
+    ).all()
+    states = [ChildState(state) for state, _ in rows]
+    new_state = roll_up(states, aborted=run.aborted)
+    items_total = conn.execute(
+        select(func.coalesce(func.sum(scrape_children.c.items_ingested), 0)).where(
+            scrape_children.c.run_id == run_id
+        )
+    ).scalar_one()
+    now = utcnow()
+    values: dict[str, Any] = {
+        "state": new_state.value,
+        "children_succeeded": sum(1 for s in states if s is ChildState.SUCCEEDED),
+        "children_failed": sum(1 for s in states if s in (ChildState.FAILED, ChildState.TIMED_OUT)),
+        "items_total": int(items_total),
+        "updated_at": now,
+    }
+    if new_state in TERMINAL_RUN_STATES and run.finished_at is None:
+        values["finished_at"] = now
+    conn.execute(update(scrape_runs).where(scrape_runs.c.id == run_id).values(values))
+    if new_state is not run.state:
+        append_event(
+            conn,
+            run_id,
+            "run.state",
+            f"request {run.state} → {new_state}",
+            data={"from": run.state.value, "to": new_state.value},
+            dedupe_key=f"{run_id}:state:{run.state.value}->{new_state.value}",
+        )
+    return new_state
+
+
+def count_items_for_child(conn: Connection, child_id: str) -> int:
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(scrape_items)
+            .where(scrape_items.c.child_id == child_id)
+        ).scalar_one()
+    )

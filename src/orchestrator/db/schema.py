@@ -1,0 +1,126 @@
+"""SQLAlchemy Core tables of the app database (no ORM).
+
+The tables mirror DESIGN.md's data model; the Alembic migrations in ``migrations/`` create
+exactly these tables, and ``tests/unit/test_migrations.py`` checks that they agree.
+Item payloads are stored as JSON text rather than ``jsonb``: rows are written far more
+often than they are queried inside the database, and text is the faster bulk path on both
+engines.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+scrape_runs = Table(
+    "scrape_runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("workspace_id", String(128), nullable=False),
+    Column("conversation_id", String(128)),
+    Column("skill_run_id", String(128)),
+    Column("callback_url", Text),
+    Column("state", String(16), nullable=False),
+    Column("aborted", Integer, nullable=False, default=0),
+    Column("children_total", Integer, nullable=False),
+    Column("children_succeeded", Integer, nullable=False, default=0),
+    Column("children_failed", Integer, nullable=False, default=0),
+    Column("items_total", BigInteger, nullable=False, default=0),
+    Column("idempotency_key", String(255)),
+    Column("request_hash", String(64)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    UniqueConstraint("workspace_id", "idempotency_key", name="uq_scrape_runs_idempotency"),
+    Index("ix_scrape_runs_workspace_created", "workspace_id", "created_at"),
+    Index("ix_scrape_runs_state", "state"),
+)
+
+scrape_children = Table(
+    "scrape_children",
+    metadata,
+    Column("id", String(96), primary_key=True),
+    Column("run_id", String(64), ForeignKey("scrape_runs.id"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("actor", String(128), nullable=False),
+    Column("platform_actor_id", String(256), nullable=False),
+    Column("input_json", Text, nullable=False),
+    Column("options_json", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("platform_run_id", String(64)),
+    Column("dataset_id", String(64)),
+    Column("platform_status", String(32)),
+    Column("status_message", Text),
+    Column("items_ingested", BigInteger, nullable=False, default=0),
+    Column("ingest_offset", BigInteger, nullable=False, default=0),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    UniqueConstraint("run_id", "idx", name="uq_scrape_children_run_idx"),
+    Index("ix_scrape_children_platform_run_id", "platform_run_id"),
+)
+
+scrape_items = Table(
+    "scrape_items",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("child_id", String(96), nullable=False),
+    Column("item_index", BigInteger, nullable=False),
+    Column("workspace_id", String(128), nullable=False),
+    Column("skill_run_id", String(128)),
+    Column("conversation_id", String(128)),
+    Column("actor", String(128), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("child_id", "item_index", name="uq_scrape_items_child_index"),
+    Index("ix_scrape_items_run_id", "run_id", "id"),
+)
+
+scrape_events = Table(
+    "scrape_events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("child_id", String(96)),
+    Column("kind", String(64), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("data_json", Text),
+    # Set for events that must be recorded once only (transitions, webhook dispatches).
+    Column("dedupe_key", String(255), unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_scrape_events_run_id", "run_id", "id"),
+)
+
+shared_config = Table(
+    "shared_config",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("value_json", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)

@@ -1,0 +1,152 @@
+"""Lifecycle of a request (header) and of each child actor run, and the roll-up rule.
+
+The header state is never set by hand: it is always recomputed from the children's states
+with :func:`roll_up`, so every process that shows a state shows the same one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class RunState(StrEnum):
+    """State of a request (the header)."""
+
+    QUEUED = "queued"
+    SPAWNING = "spawning"
+    RUNNING = "running"
+    PARTIAL = "partial"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    ABORTED = "aborted"
+
+
+class ChildState(StrEnum):
+    """State of one child actor run."""
+
+    PENDING = "pending"
+    SPAWNING = "spawning"
+    RUNNING = "running"
+    INGESTING = "ingesting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    ABORTED = "aborted"
+
+    @property
+    def terminal(self) -> bool:
+        return self in CHILD_TERMINAL
+
+
+CHILD_TERMINAL = frozenset(
+    {ChildState.SUCCEEDED, ChildState.FAILED, ChildState.TIMED_OUT, ChildState.ABORTED}
+)
+
+# Children never move backwards; a late or repeated update of an earlier state is ignored.
+_CHILD_ORDER = {
+    ChildState.PENDING: 0,
+    ChildState.SPAWNING: 1,
+    ChildState.RUNNING: 2,
+    ChildState.INGESTING: 3,
+}
+
+
+def child_transition_allowed(current: ChildState, new: ChildState) -> bool:
+    """Whether a child may move from ``current`` to ``new``.
+
+    Terminal states are final; other states only move forward, so a retried activity or a
+    replayed workflow that reports an older state again cannot rewind a child.
+    """
+    if current.terminal:
+        return False
+    if new.terminal:
+        return True
+    return _CHILD_ORDER[new] > _CHILD_ORDER[current]
+
+
+class PlatformStatus(StrEnum):
+    """Apify run statuses, in Apify's own (hyphenated) spelling."""
+
+    READY = "READY"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMING_OUT = "TIMING-OUT"
+    TIMED_OUT = "TIMED-OUT"
+    ABORTING = "ABORTING"
+    ABORTED = "ABORTED"
+
+
+PLATFORM_TERMINAL = frozenset(
+    {
+        PlatformStatus.SUCCEEDED,
+        PlatformStatus.FAILED,
+        PlatformStatus.TIMED_OUT,
+        PlatformStatus.ABORTED,
+    }
+)
+
+
+def is_platform_terminal(status: str) -> bool:
+    """Whether a platform status is final. Unknown (future) statuses are treated as transient."""
+    return status in PLATFORM_TERMINAL
+
+
+def child_state_for_platform_terminal(status: str) -> ChildState:
+    """The child state that a terminal platform status leads to (before ingestion)."""
+    if status == PlatformStatus.SUCCEEDED:
+        return ChildState.INGESTING
+    if status == PlatformStatus.ABORTED:
+        return ChildState.ABORTED
+    return ChildState.FAILED
+
+
+def roll_up(children: Iterable[ChildState], *, aborted: bool = False) -> RunState:
+    """The header state that a set of child states adds up to (DESIGN.md's lifecycle table).
+
+    - all pending: queued; any child still being spawned: spawning;
+    - while some children are live: partial if any has failed or timed out, else running;
+    - when all are terminal: succeeded / failed / timed_out when uniform, timed_out when
+      none succeeded but one hit the backstop, partial for a mix with successes;
+    - ``aborted`` (the caller aborted the request) wins once every child is terminal.
+    """
+    states = list(children)
+    if not states:
+        return RunState.QUEUED
+    terminal = [s for s in states if s.terminal]
+    live = [s for s in states if not s.terminal]
+    unhappy = any(s in (ChildState.FAILED, ChildState.TIMED_OUT) for s in terminal)
+    if live:
+        if all(s is ChildState.PENDING for s in states):
+            return RunState.QUEUED
+        if unhappy:
+            return RunState.PARTIAL
+        if aborted:
+            return RunState.RUNNING
+        if any(s in (ChildState.PENDING, ChildState.SPAWNING) for s in live):
+            return RunState.SPAWNING
+        return RunState.RUNNING
+    if aborted:
+        return RunState.ABORTED
+    succeeded = sum(1 for s in states if s is ChildState.SUCCEEDED)
+    if succeeded == len(states):
+        return RunState.SUCCEEDED
+    if succeeded:
+        return RunState.PARTIAL
+    if any(s is ChildState.TIMED_OUT for s in states):
+        return RunState.TIMED_OUT
+    if all(s is ChildState.ABORTED for s in states):
+        return RunState.ABORTED
+    return RunState.FAILED
+
+
+TERMINAL_RUN_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.ABORTED}
+)
+
+
+def run_is_terminal(children: Iterable[ChildState]) -> bool:
+    """A header is terminal when every child is terminal."""
+    return all(s.terminal for s in children)

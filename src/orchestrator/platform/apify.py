@@ -1,0 +1,145 @@
+"""The platform adapter on the official ``apify-client`` (async).
+
+Nothing here knows about the emulator: the API URL and token come from settings.
+Starting a run uses a client with no retries of its own, because the platform has no
+idempotency key for starts: a retried POST whose first answer was lost would start a second
+run. Every other call uses the client's built-in backoff for 429, 5xx and network errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import impit
+from apify_client import ApifyClientAsync
+from apify_client.errors import ApifyApiError, ApifyClientError
+from apify_client.types import WebhookRepresentation  # type: ignore[attr-defined]
+
+from orchestrator.platform.port import (
+    ErrorKind,
+    PlatformError,
+    PlatformRun,
+    RunWebhook,
+    StartOptions,
+)
+
+CAPACITY_ERROR_TYPES = frozenset({"actor-memory-limit-exceeded", "concurrent-runs-limit-exceeded"})
+
+
+def classify_api_error(status_code: int, error_type: str | None) -> ErrorKind:
+    """What a platform error status means for us (pure; unit-tested)."""
+    if status_code == 429 or status_code >= 500 or status_code == 408:
+        return ErrorKind.RETRYABLE
+    if status_code == 402 and error_type in CAPACITY_ERROR_TYPES:
+        return ErrorKind.CAPACITY
+    return ErrorKind.PERMANENT
+
+
+def _translate(exc: BaseException) -> PlatformError:
+    if isinstance(exc, ApifyApiError):
+        kind = classify_api_error(exc.status_code, exc.type)
+        return PlatformError(
+            kind, str(exc.message or exc), status_code=exc.status_code, error_type=exc.type
+        )
+    if isinstance(exc, ApifyClientError):
+        # An unreadable answer: treat as transient, the next attempt usually succeeds.
+        return PlatformError(ErrorKind.RETRYABLE, f"invalid platform response: {exc}")
+    return PlatformError(ErrorKind.RETRYABLE, f"platform unreachable: {type(exc).__name__}: {exc}")
+
+
+_TRANSIENT = (ApifyClientError, impit.HTTPError, TimeoutError, OSError)
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _to_run(run: Any) -> PlatformRun:
+    return PlatformRun(
+        id=str(_field(run, "id")),
+        actor_id=str(_field(run, "act_id") or _field(run, "actId") or ""),
+        status=str(_field(run, "status")),
+        status_message=_field(run, "status_message") or _field(run, "statusMessage"),
+        dataset_id=str(_field(run, "default_dataset_id") or _field(run, "defaultDatasetId")),
+        started_at=_as_datetime(_field(run, "started_at") or _field(run, "startedAt")),
+        finished_at=_as_datetime(_field(run, "finished_at") or _field(run, "finishedAt")),
+    )
+
+
+class ApifyPlatform:
+    """:class:`~orchestrator.platform.port.Platform` on ``ApifyClientAsync``."""
+
+    def __init__(self, api_url: str, token: str, *, max_retries: int = 4) -> None:
+        self._client = ApifyClientAsync(
+            token, api_url=api_url, api_public_url=api_url, max_retries=max_retries
+        )
+        self._start_client = ApifyClientAsync(
+            token, api_url=api_url, api_public_url=api_url, max_retries=0
+        )
+
+    async def start_run(
+        self,
+        actor_id: str,
+        run_input: dict[str, Any],
+        options: StartOptions,
+        webhooks: Sequence[RunWebhook] = (),
+    ) -> PlatformRun:
+        hooks = [
+            WebhookRepresentation(
+                event_types=list(hook.event_types),
+                request_url=hook.request_url,
+                headers_template=json.dumps(hook.headers) if hook.headers else None,
+                idempotency_key=hook.idempotency_key,
+            )
+            for hook in webhooks
+        ]
+        try:
+            run = await self._start_client.actor(actor_id).start(
+                run_input=run_input,
+                memory_mbytes=options.memory_mb,
+                run_timeout=timedelta(seconds=options.timeout_sec) if options.timeout_sec else None,
+                build=options.build,
+                max_items=options.max_items,
+                webhooks=hooks or None,
+            )
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        return _to_run(run)
+
+    async def get_run(self, run_id: str, *, wait_secs: int = 0) -> PlatformRun | None:
+        try:
+            client = self._client.run(run_id)
+            if wait_secs > 0:
+                run = await client.wait_for_finish(wait_duration=timedelta(seconds=wait_secs))
+            else:
+                run = await client.get()
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        return _to_run(run) if run is not None else None
+
+    async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None:
+        try:
+            run = await self._client.run(run_id).abort(gracefully=gracefully)
+        except ApifyApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise _translate(exc) from None
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        return _to_run(run)
+
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
+        try:
+            page = await self._client.dataset(dataset_id).list_items(offset=offset, limit=limit)
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        return list(page.items)

@@ -1,0 +1,83 @@
+"""The platform interface and the domain view of its answers and errors.
+
+Errors are classified once, here, into what the workflow must do about them: retry soon
+(429, 5xx, network), wait for capacity (402 memory / concurrency limits) or give up
+(any other 4xx, with the platform's message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class ErrorKind(StrEnum):
+    RETRYABLE = "retryable"
+    CAPACITY = "capacity"
+    PERMANENT = "permanent"
+
+
+class PlatformError(Exception):
+    """A platform call failed; ``kind`` says what to do about it."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status_code: int | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status_code = status_code
+        self.error_type = error_type
+
+
+@dataclass(frozen=True)
+class PlatformRun:
+    id: str
+    actor_id: str
+    status: str
+    status_message: str | None
+    dataset_id: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunWebhook:
+    """An ad-hoc webhook registered with a run."""
+
+    event_types: Sequence[str]
+    request_url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    memory_mb: int | None = None
+    timeout_sec: int | None = None
+    build: str | None = None
+    max_items: int | None = None
+
+
+class Platform(Protocol):
+    async def start_run(
+        self,
+        actor_id: str,
+        run_input: dict[str, Any],
+        options: StartOptions,
+        webhooks: Sequence[RunWebhook] = (),
+    ) -> PlatformRun: ...
+
+    async def get_run(self, run_id: str, *, wait_secs: int = 0) -> PlatformRun | None: ...
+
+    async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None: ...
+
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]: ...

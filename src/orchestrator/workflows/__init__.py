@@ -1,0 +1,1 @@
+"""Temporal workflows. Deterministic orchestration only: every side effect is an activity."""

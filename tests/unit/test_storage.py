@@ -1,0 +1,146 @@
+"""Storage on SQLite and PostgreSQL: migrations, requests, transitions, idempotent rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import Engine, inspect, select
+
+from orchestrator.config.bootstrap import bundled_registry_text
+from orchestrator.db.engine import migrate
+from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import items as item_queries
+from orchestrator.db.queries import registry
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.schema import metadata, scrape_items
+from orchestrator.domain.ids import child_id, new_run_id
+from orchestrator.domain.lifecycle import ChildState, RunState
+
+
+def make_run(engine: Engine, children: int = 2) -> str:
+    run_id = new_run_id()
+    run = run_queries.NewRun(
+        id=run_id,
+        workspace_id="ws_1",
+        conversation_id="conv_1",
+        skill_run_id="skill_1",
+        callback_url=None,
+        children=tuple(
+            run_queries.NewChild(
+                id=child_id(run_id, i),
+                idx=i,
+                actor="ultron-leadgen",
+                platform_actor_id="ultron~leadgen",
+                input={"brief": "x"},
+                options={"memoryMb": 1024},
+            )
+            for i in range(children)
+        ),
+    )
+    with engine.begin() as conn:
+        run_queries.insert_run(conn, run)
+    return run_id
+
+
+def test_migrations_create_the_schema_and_are_idempotent(engine: Engine) -> None:
+    migrate(engine)  # a second time changes nothing
+    tables = set(inspect(engine).get_table_names())
+    assert set(metadata.tables) <= tables
+    assert "alembic_version" in tables
+    for name, table in metadata.tables.items():
+        columns = {c["name"] for c in inspect(engine).get_columns(name)}
+        assert columns == {c.name for c in table.columns}, name
+
+
+def test_request_lifecycle_and_roll_up(engine: Engine) -> None:
+    run_id = make_run(engine)
+    first, second = child_id(run_id, 0), child_id(run_id, 1)
+    with engine.begin() as conn:
+        run = run_queries.get_run(conn, run_id)
+        assert run is not None and run.state is RunState.QUEUED
+        assert run_queries.transition_child(conn, first, ChildState.SPAWNING)
+        assert run_queries.get_run(conn, run_id).state is RunState.SPAWNING  # type: ignore[union-attr]
+        run_queries.transition_child(
+            conn, first, ChildState.RUNNING, platform_run_id="P1", dataset_id="D1"
+        )
+        run_queries.transition_child(conn, second, ChildState.RUNNING)
+        assert run_queries.get_run(conn, run_id).state is RunState.RUNNING  # type: ignore[union-attr]
+        # A repeated or stale transition is refused and changes nothing.
+        assert not run_queries.transition_child(conn, first, ChildState.RUNNING)
+        assert not run_queries.transition_child(conn, first, ChildState.SPAWNING)
+        run_queries.transition_child(conn, second, ChildState.FAILED, status_message="boom")
+        assert run_queries.get_run(conn, run_id).state is RunState.PARTIAL  # type: ignore[union-attr]
+        run_queries.transition_child(conn, first, ChildState.SUCCEEDED)
+        final = run_queries.get_run(conn, run_id)
+        assert final is not None
+        assert final.state is RunState.PARTIAL and final.terminal is False
+        child = run_queries.find_child_by_platform_run(conn, "P1")
+        assert child is not None and child.id == first
+        kinds = [e.kind for e in event_queries.list_events(conn, run_id)]
+    assert kinds.count("child.state") == 5
+    assert "run.created" in kinds and "run.state" in kinds
+
+
+def test_all_succeeded_is_terminal_with_finish_time(engine: Engine) -> None:
+    run_id = make_run(engine, children=1)
+    with engine.begin() as conn:
+        run_queries.transition_child(conn, child_id(run_id, 0), ChildState.SUCCEEDED)
+        run = run_queries.get_run(conn, run_id)
+    assert run is not None and run.state is RunState.SUCCEEDED and run.terminal
+    assert run.finished_at is not None
+
+
+def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
+    run_id = make_run(engine, children=1)
+    cid = child_id(run_id, 0)
+    page = [json.dumps({"n": i}) for i in range(250)]
+    with engine.begin() as conn:
+        run = run_queries.get_run(conn, run_id)
+        child = run_queries.get_child(conn, cid)
+        assert run and child
+        item_queries.write_page(conn, run, child, 0, page)
+        item_queries.write_page(conn, run, child, 0, page)  # a retried page
+        item_queries.write_page(conn, run, child, 100, page[100:])  # an overlapping resume
+        item_queries.write_page(conn, run, child, 250, [])
+    with engine.connect() as conn:
+        assert item_queries.count_items(conn, run_id) == 250
+        indexes = conn.execute(select(scrape_items.c.item_index)).scalars().all()
+        assert sorted(indexes) == list(range(250))
+        child = run_queries.get_child(conn, cid)
+        assert child is not None and child.ingest_offset == 250 and child.items_ingested == 250
+        first = item_queries.list_items(conn, run_id, limit=100)
+        rest = item_queries.list_items(conn, run_id, after_id=first[-1].id, limit=1000)
+        assert [i.data["n"] for i in first + rest] == list(range(250))
+        assert first[0].actor == "ultron-leadgen"
+
+
+def test_registry_seed_does_not_overwrite_operator_edits(engine: Engine) -> None:
+    entries = registry.load_registry_file(bundled_registry_text())
+    with engine.begin() as conn:
+        assert registry.seed_registry(conn, entries) == len(entries)
+        registry.put_actor(
+            conn, "ultron-leadgen", registry.ActorEntry(platform_actor_id="someone~else")
+        )
+        assert registry.seed_registry(conn, entries) == 0
+        entry = registry.get_actor(conn, "ultron-leadgen")
+        assert entry is not None and entry.platform_actor_id == "someone~else"
+        assert registry.get_actor(conn, "nope") is None
+        assert "ultron-similarweb-bulk" in registry.list_actors(conn)
+
+
+def test_event_dedupe_keys(engine: Engine) -> None:
+    run_id = make_run(engine, children=1)
+    with engine.begin() as conn:
+        assert event_queries.append_event(conn, run_id, "x", "once", dedupe_key="k1")
+        assert not event_queries.append_event(conn, run_id, "x", "twice", dedupe_key="k1")
+        assert event_queries.append_event(conn, run_id, "poll", "attempts repeat")
+        assert event_queries.append_event(conn, run_id, "poll", "attempts repeat")
+        kinds = [e.kind for e in event_queries.list_events(conn, run_id)]
+    assert kinds.count("x") == 1 and kinds.count("poll") == 2
+
+
+@pytest.mark.parametrize("bad", ['{"actors": []}', "[]"])
+def test_registry_file_must_map_names(bad: str) -> None:
+    with pytest.raises(ValueError):
+        registry.load_registry_file(bad)

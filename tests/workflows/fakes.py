@@ -1,0 +1,104 @@
+"""An in-memory platform for workflow tests: scripted runs, datasets and failures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.platform.port import (
+    ErrorKind,
+    PlatformError,
+    PlatformRun,
+    RunWebhook,
+    StartOptions,
+)
+
+
+@dataclass
+class Script:
+    """How a fake run behaves: final status after ``polls_to_finish`` reads, item count."""
+
+    items: int = 10
+    final_status: str = "SUCCEEDED"
+    status_message: str | None = None
+    polls_to_finish: int = 1
+    start_errors: list[PlatformError] = field(default_factory=list)
+
+
+@dataclass
+class FakeRun:
+    id: str
+    actor_id: str
+    script: Script
+    reads: int = 0
+    aborted: bool = False
+
+    def status(self) -> str:
+        if self.aborted:
+            return "ABORTED"
+        return self.script.final_status if self.reads >= self.script.polls_to_finish else "RUNNING"
+
+
+class FakePlatform:
+    def __init__(self) -> None:
+        self.scripts: dict[str, Script] = {}
+        self.runs: dict[str, FakeRun] = {}
+        self.starts: list[tuple[str, dict[str, Any]]] = []
+        self.page_calls = 0
+        self.webhooks: list[RunWebhook] = []
+
+    def _view(self, run: FakeRun) -> PlatformRun:
+        status = run.status()
+        message = run.script.status_message if status == run.script.final_status else None
+        return PlatformRun(
+            id=run.id,
+            actor_id=run.actor_id,
+            status=status,
+            status_message=message,
+            dataset_id=f"ds-{run.id}",
+        )
+
+    async def start_run(
+        self,
+        actor_id: str,
+        run_input: dict[str, Any],
+        options: StartOptions,
+        webhooks: Sequence[RunWebhook] = (),
+    ) -> PlatformRun:
+        script = self.scripts.get(actor_id, Script())
+        if script.start_errors:
+            raise script.start_errors.pop(0)
+        run = FakeRun(id=f"run{len(self.runs)}", actor_id=actor_id, script=script)
+        self.runs[run.id] = run
+        self.starts.append((actor_id, run_input))
+        self.webhooks.extend(webhooks)
+        return self._view(run)
+
+    async def get_run(self, run_id: str, *, wait_secs: int = 0) -> PlatformRun | None:
+        run = self.runs.get(run_id)
+        if run is None:
+            return None
+        run.reads += 1
+        return self._view(run)
+
+    async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None:
+        run = self.runs.get(run_id)
+        if run is None:
+            return None
+        run.aborted = True
+        return self._view(run)
+
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
+        self.page_calls += 1
+        run = self.runs[dataset_id.removeprefix("ds-")]
+        end = min(run.script.items, offset + limit)
+        return [{"index": i, "actor": run.actor_id} for i in range(offset, end)]
+
+
+def permanent(message: str) -> PlatformError:
+    return PlatformError(ErrorKind.PERMANENT, message, status_code=400, error_type="invalid-input")
+
+
+def retryable(message: str) -> PlatformError:
+    return PlatformError(ErrorKind.RETRYABLE, message, status_code=503)

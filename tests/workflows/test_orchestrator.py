@@ -1,0 +1,138 @@
+"""ScraperOrchestrator and PollerWorkflow on a real Temporal dev server, fake platform."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from orchestrator.api.schemas import CreateRunRequest
+from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import items as item_queries
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.schema import scrape_items
+from orchestrator.domain.ids import orchestrator_workflow_id, poller_workflow_id
+from orchestrator.domain.lifecycle import ChildState, RunState
+from orchestrator.service.submission import submit_request
+from orchestrator.workflows.poller import PLATFORM_SIGNAL
+from orchestrator.workflows.types import OrchestratorResult, PlatformSignal
+from tests.workflows.conftest import Harness
+from tests.workflows.fakes import Script, permanent, retryable
+
+
+def request(*runs: dict[str, Any]) -> CreateRunRequest:
+    return CreateRunRequest.model_validate(
+        {"workspaceId": "ws_test", "skillId": "skill_1", "conversationId": "c_1", "runs": list(runs)}
+    )
+
+
+async def run_to_end(h: Harness, body: CreateRunRequest) -> tuple[str, OrchestratorResult]:
+    record = await submit_request(h.engine, h.env.client, h.task_queue, body)
+    handle = h.env.client.get_workflow_handle(
+        orchestrator_workflow_id(record.id), result_type=OrchestratorResult
+    )
+    result = await handle.result()
+    return record.id, result
+
+
+async def test_all_children_succeed_and_every_row_is_stored_once(harness: Harness) -> None:
+    harness.platform.scripts["ultron~leadgen"] = Script(items=23, polls_to_finish=2)
+    harness.platform.scripts["ultron~similarweb-bulk"] = Script(items=7)
+    run_id, result = await run_to_end(
+        harness,
+        request(
+            {"actor": "ultron-leadgen", "input": {"brief": "b"}},
+            {"actor": "ultron-similarweb-bulk", "input": {"domains": ["a.com"]}},
+        ),
+    )
+    assert result.state == RunState.SUCCEEDED
+    with harness.engine.connect() as conn:
+        run = run_queries.get_run(conn, run_id)
+        children = run_queries.get_children(conn, run_id)
+        assert run is not None and run.state is RunState.SUCCEEDED and run.finished_at
+        assert [c.state for c in children] == [ChildState.SUCCEEDED, ChildState.SUCCEEDED]
+        assert [c.items_ingested for c in children] == [23, 7]
+        assert item_queries.count_items(conn, run_id) == 30
+        rows = conn.execute(
+            select(scrape_items.c.workspace_id, scrape_items.c.skill_run_id, scrape_items.c.actor)
+            .where(scrape_items.c.run_id == run_id)
+            .distinct()
+        ).all()
+        assert set(rows) == {
+            ("ws_test", "skill_1", "ultron-leadgen"),
+            ("ws_test", "skill_1", "ultron-similarweb-bulk"),
+        }
+        kinds = {e.kind for e in event_queries.list_events(conn, run_id)}
+    assert {"run.created", "child.spawn_attempt", "child.poll", "child.ingest_page"} <= kinds
+    # Each child registered an ad-hoc webhook for the terminal events, with its token.
+    assert len(harness.platform.webhooks) == 2
+    assert "ACTOR.RUN.TIMED_OUT" in harness.platform.webhooks[0].event_types
+
+
+async def test_all_children_fail_with_the_platform_message(harness: Harness) -> None:
+    harness.platform.scripts["ultron~leadgen"] = Script(
+        final_status="FAILED", status_message="The actor crashed"
+    )
+    run_id, result = await run_to_end(
+        harness,
+        request({"actor": "ultron-leadgen"}, {"actor": "ultron-leadgen"}),
+    )
+    assert result.state == RunState.FAILED
+    with harness.engine.connect() as conn:
+        children = run_queries.get_children(conn, run_id)
+    assert all(c.state is ChildState.FAILED for c in children)
+    assert all(c.status_message == "The actor crashed" for c in children)
+    assert all(c.platform_status == "FAILED" for c in children)
+
+
+async def test_a_start_refused_for_good_fails_only_that_child(harness: Harness) -> None:
+    harness.platform.scripts["ultron~similarweb-bulk"] = Script(
+        start_errors=[permanent("Input is not valid: domains is required")]
+    )
+    harness.platform.scripts["ultron~leadgen"] = Script(
+        items=3, start_errors=[retryable("platform hiccup")]
+    )
+    run_id, result = await run_to_end(
+        harness,
+        request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"}),
+    )
+    assert result.state == RunState.PARTIAL
+    with harness.engine.connect() as conn:
+        lead, web = run_queries.get_children(conn, run_id)
+        kinds = [e.kind for e in event_queries.list_events(conn, run_id)]
+    assert lead.state is ChildState.SUCCEEDED and lead.items_ingested == 3
+    assert web.state is ChildState.FAILED
+    assert web.status_message == "Input is not valid: domains is required"
+    assert kinds.count("child.spawn_error") == 2
+    # The refused start was not retried; the transient one was, once.
+    assert [actor for actor, _ in harness.platform.starts] == ["ultron~leadgen"]
+
+
+async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -> None:
+    harness.platform.scripts["ultron~leadgen"] = Script(items=2, polls_to_finish=2)
+    record = await submit_request(
+        harness.engine,
+        harness.env.client,
+        harness.task_queue,
+        request({"actor": "ultron-leadgen"}),
+    )
+    child = f"{record.id}.0"
+    poller = harness.env.client.get_workflow_handle(poller_workflow_id(child))
+    # Wait for the poller to exist, then signal it twice (a duplicated webhook).
+    for _ in range(100):
+        try:
+            await poller.describe()
+            break
+        except Exception:
+            import asyncio
+
+            await asyncio.sleep(0.1)
+    for _ in range(2):
+        await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type="ACTOR.RUN.SUCCEEDED"))
+    handle = harness.env.client.get_workflow_handle(
+        orchestrator_workflow_id(record.id), result_type=OrchestratorResult
+    )
+    result = await handle.result()
+    assert result.state == RunState.SUCCEEDED
+    with harness.engine.connect() as conn:
+        assert item_queries.count_items(conn, record.id) == 2
