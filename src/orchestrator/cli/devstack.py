@@ -8,7 +8,7 @@ to be really ready (the Temporal namespace answers, the emulator and API health 
 answer, the worker polls its task queue) and stops them in reverse order.
 
 Trade-off: a tiny purpose-built supervisor instead of honcho/supervisord/docker-compose.
-It costs ~400 lines we own, but needs no extra dependency, makes the start order and the
+It costs a few hundred lines we own, but needs no extra dependency, makes the start order and the
 readiness checks explicit code, and gives the tests handles to kill and restart a single
 component. It is POSIX-only (process groups, signals), like the rest of the dev tooling.
 """

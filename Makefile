@@ -1,0 +1,34 @@
+# The README's two commands: `make dev` starts the whole local stack, `make test` runs every check.
+# Both create the virtualenv (.venv) and install the project into it on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: dev test lint typecheck unit bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+dev: $(STAMP)
+	$(BIN)/orchestrator dev
+
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,67 @@
+"""Fixtures for end-to-end tests: one real local stack per test session.
+
+The ``stack`` fixture starts the Temporal dev server, the platform emulator, the API and
+the worker (``DevStack``) on free ports with a throw-away var dir, short poll intervals and
+fast scripted runs. When a test that used it fails, the tail of every component's log is
+attached to the failure report. Fixtures are sync on purpose: pytest-asyncio runs one
+session loop, and a sync fixture cannot interfere with it.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Generator, Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from orchestrator.cli.devstack import DevStack, StackPorts
+
+#: Settings for the session's stack: fast polling, scripted runs at a fifth of their length.
+E2E_POLL_INTERVAL_SECONDS = "2"
+E2E_EMULATOR_TIME_SCALE = 0.2
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that are free on 127.0.0.1 right now."""
+    with ExitStack() as stack:
+        # Hold every socket until all are chosen, so the kernel never hands out one twice.
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+def free_stack_ports() -> StackPorts:
+    """A :class:`StackPorts` made of free ports."""
+    temporal, temporal_ui, emulator, api = free_ports(4)
+    return StackPorts(temporal=temporal, temporal_ui=temporal_ui, emulator=emulator, api=api)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """The whole local stack, started once per session; see ``DevStack.urls``/``.env``."""
+    var_dir = tmp_path_factory.mktemp("stack")
+    dev_stack = DevStack(
+        var_dir,
+        free_stack_ports(),
+        extra_env={"ORCHESTRATOR_POLL_INTERVAL_SECONDS": E2E_POLL_INTERVAL_SECONDS},
+        emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
+        temporal_ui=False,
+    )
+    with dev_stack:
+        yield dev_stack
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Attach every component's log tail to the report of a failed test that used a stack."""
+    report = yield
+    if report.failed and report.when in ("call", "setup"):
+        funcargs = getattr(item, "funcargs", {})
+        for value in funcargs.values():
+            if isinstance(value, DevStack):
+                report.sections.append(("component logs", value.log_tails()))
+    return report
