@@ -7,15 +7,27 @@ on threads (``ActivityDeps.tx``), so a slow insert never stalls polling.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+from datetime import timedelta
 
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
 from temporalio.worker import Worker
 
 from orchestrator.activities.deps import ActivityConfig, ActivityDeps
 from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.platform import PlatformActivities
+from orchestrator.activities.reconcile import ReconcileActivities
 from orchestrator.activities.records import RecordActivities
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
@@ -23,11 +35,16 @@ from orchestrator.config.temporal import connect_temporal
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
 from orchestrator.workflows.poller import PollerWorkflow
+from orchestrator.workflows.reconciler import (
+    RECONCILE_SCHEDULE_ID,
+    RECONCILER_WORKFLOW,
+    ReconcilerWorkflow,
+)
 from orchestrator.workflows.scraper import ScraperOrchestrator
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [ScraperOrchestrator, PollerWorkflow]
+WORKFLOWS = [ScraperOrchestrator, PollerWorkflow, ReconcilerWorkflow]
 
 
 def activity_config(settings: Settings) -> ActivityConfig:
@@ -35,6 +52,9 @@ def activity_config(settings: Settings) -> ActivityConfig:
         public_url=settings.public_url,
         webhook_secret=settings.webhook_secret.get_secret_value(),
         poll_interval_seconds=settings.poll_interval_seconds,
+        poll_long_wait_seconds=settings.poll_long_wait_seconds,
+        polls_per_workflow_run=settings.polls_per_workflow_run,
+        capacity_retry_seconds=settings.capacity_retry_seconds,
         default_timeout_grace_seconds=settings.default_timeout_grace_seconds,
         default_cap_seconds=settings.default_cap_seconds,
         dataset_page_size=settings.dataset_page_size,
@@ -42,7 +62,11 @@ def activity_config(settings: Settings) -> ActivityConfig:
 
 
 def build_platform(settings: Settings) -> Platform:
-    return ApifyPlatform(settings.apify_api_url, settings.apify_token.get_secret_value())
+    return ApifyPlatform(
+        settings.apify_api_url,
+        settings.apify_token.get_secret_value(),
+        start_timeout=timedelta(seconds=settings.platform_start_timeout_seconds),
+    )
 
 
 def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
@@ -50,19 +74,46 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     platform = PlatformActivities(deps)
     ingest = IngestActivities(deps)
     records = RecordActivities(deps)
+    config = deps.config
+    reconciler = ReconcileActivities(
+        deps.engine,
+        client,
+        task_queue,
+        cap_seconds=config.default_cap_seconds,
+        poll_interval_seconds=config.poll_interval_seconds,
+        poll_long_wait_seconds=config.poll_long_wait_seconds,
+        polls_per_workflow_run=config.polls_per_workflow_run,
+    )
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
+        # Activities are async and mostly wait on I/O (long polls, pages): many can share a
+        # worker.
+        max_concurrent_activities=500,
         activities=[
             platform.start_actor_run,
             platform.poll_platform_run,
-            platform.abort_platform_run,
+            platform.abort_child,
             ingest.ingest_dataset,
             records.record_child_outcome,
             records.finalize_run,
+            reconciler.reconcile_drift,
         ],
     )
+
+
+async def ensure_reconcile_schedule(client: Client, task_queue: str, every: timedelta) -> None:
+    """Create the reconciler's schedule unless it exists (every worker calls this)."""
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            RECONCILER_WORKFLOW, id="orchestrator-reconcile", task_queue=task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    with contextlib.suppress(ScheduleAlreadyRunningError):
+        await client.create_schedule(RECONCILE_SCHEDULE_ID, schedule)
 
 
 async def run_worker(settings: Settings) -> None:
@@ -73,6 +124,9 @@ async def run_worker(settings: Settings) -> None:
         engine=engine, platform=build_platform(settings), config=activity_config(settings)
     )
     worker = build_worker(client, settings.task_queue, deps)
+    await ensure_reconcile_schedule(
+        client, settings.task_queue, timedelta(seconds=settings.reconcile_interval_seconds)
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

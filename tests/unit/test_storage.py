@@ -74,7 +74,8 @@ def test_request_lifecycle_and_roll_up(engine: Engine) -> None:
         run_queries.transition_child(conn, first, ChildState.SUCCEEDED)
         final = run_queries.get_run(conn, run_id)
         assert final is not None
-        assert final.state is RunState.PARTIAL and final.terminal is False
+        # Every child has ended: partial is now the final state.
+        assert final.state is RunState.PARTIAL and final.terminal and final.finished_at
         child = run_queries.find_child_by_platform_run(conn, "P1")
         assert child is not None and child.id == first
         kinds = [e.kind for e in event_queries.list_events(conn, run_id)]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -27,24 +29,61 @@ class Harness:
     worker: Worker
 
 
-@pytest.fixture
-async def harness(
-    temporal_env: WorkflowEnvironment, sqlite_engine: Engine
-) -> AsyncIterator[Harness]:
-    with sqlite_engine.begin() as conn:
+HarnessFactory = Callable[..., AbstractAsyncContextManager[Harness]]
+
+TEST_CONFIG: dict[str, Any] = {
+    "public_url": "http://127.0.0.1:9",
+    "webhook_secret": "test-secret",
+    "poll_interval_seconds": 1.0,
+    "poll_long_wait_seconds": 0,
+    "dataset_page_size": 7,
+    "capacity_retry_seconds": 1.0,
+    "default_timeout_grace_seconds": 1.0,
+}
+
+
+def seed(engine: Engine) -> None:
+    with engine.begin() as conn:
         seed_registry(conn, load_registry_file(bundled_registry_text()))
-    platform = FakePlatform()
-    deps = ActivityDeps(
-        engine=sqlite_engine,
-        platform=platform,
-        config=ActivityConfig(
-            public_url="http://127.0.0.1:9",
-            webhook_secret="test-secret",
-            poll_interval_seconds=1.0,
-            dataset_page_size=7,
-        ),
+
+
+@pytest.fixture
+def make_harness(temporal_env: WorkflowEnvironment) -> HarnessFactory:
+    """Builds a worker on a fresh task queue with activity settings overridable per test."""
+
+    @asynccontextmanager
+    async def make(engine: Engine, **overrides: Any) -> AsyncIterator[Harness]:
+        seed(engine)
+        platform = FakePlatform()
+        deps = ActivityDeps(
+            engine=engine, platform=platform, config=ActivityConfig(**(TEST_CONFIG | overrides))
+        )
+        task_queue = f"test-{uuid.uuid4()}"
+        worker = build_worker(temporal_env.client, task_queue, deps)
+        async with worker:
+            yield Harness(temporal_env, engine, platform, task_queue, worker)
+
+    return make
+
+
+@pytest.fixture
+async def harness(make_harness: HarnessFactory, sqlite_engine: Engine) -> AsyncIterator[Harness]:
+    async with make_harness(sqlite_engine) as h:
+        yield h
+
+
+@pytest.fixture
+def request_engine(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Engine]:
+    """An engine on the database named by the test's ``database`` parameter."""
+    from orchestrator.db.engine import build_engine, migrate
+
+    name = request.node.callspec.params["database"]
+    url = (
+        f"sqlite:///{tmp_path / 'orchestrator.db'}"
+        if name == "sqlite"
+        else request.getfixturevalue("postgres_url")
     )
-    task_queue = f"test-{uuid.uuid4()}"
-    worker = build_worker(temporal_env.client, task_queue, deps)
-    async with worker:
-        yield Harness(temporal_env, sqlite_engine, platform, task_queue, worker)
+    engine = build_engine(url)
+    migrate(engine)
+    yield engine
+    engine.dispose()

@@ -24,6 +24,10 @@ class Script:
     status_message: str | None = None
     polls_to_finish: int = 1
     start_errors: list[PlatformError] = field(default_factory=list)
+    # Starts that create the run but whose answer is lost (the caller sees an error).
+    lost_answers: int = 0
+    # Dataset pages (by offset) that fail once, after earlier pages were served.
+    failing_page_offsets: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -47,6 +51,8 @@ class FakePlatform:
         self.starts: list[tuple[str, dict[str, Any]]] = []
         self.page_calls = 0
         self.webhooks: list[RunWebhook] = []
+        self.webhook_runs: dict[str, str] = {}
+        self.lookups = 0
 
     def _view(self, run: FakeRun) -> PlatformRun:
         status = run.status()
@@ -73,7 +79,19 @@ class FakePlatform:
         self.runs[run.id] = run
         self.starts.append((actor_id, run_input))
         self.webhooks.extend(webhooks)
+        for hook in webhooks:
+            self.webhook_runs[hook.request_url] = run.id
+        if script.lost_answers:
+            script.lost_answers -= 1
+            raise retryable("connection reset while reading the start answer")
         return self._view(run)
+
+    async def find_run_by_webhook_url(self, marker: str) -> PlatformRun | None:
+        self.lookups += 1
+        for url, run_id in self.webhook_runs.items():
+            if marker in url:
+                return self._view(self.runs[run_id])
+        return None
 
     async def get_run(self, run_id: str, *, wait_secs: int = 0) -> PlatformRun | None:
         run = self.runs.get(run_id)
@@ -92,6 +110,9 @@ class FakePlatform:
     async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
         self.page_calls += 1
         run = self.runs[dataset_id.removeprefix("ds-")]
+        if offset in run.script.failing_page_offsets:
+            run.script.failing_page_offsets.discard(offset)
+            raise retryable(f"dataset page at {offset} failed")
         end = min(run.script.items, offset + limit)
         return [{"index": i, "actor": run.actor_id} for i in range(offset, end)]
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 
-from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
@@ -18,21 +15,7 @@ from orchestrator.workflows.poller import PLATFORM_SIGNAL
 from orchestrator.workflows.types import OrchestratorResult, PlatformSignal
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Script, permanent, retryable
-
-
-def request(*runs: dict[str, Any]) -> CreateRunRequest:
-    return CreateRunRequest.model_validate(
-        {"workspaceId": "ws_test", "skillId": "skill_1", "conversationId": "c_1", "runs": list(runs)}
-    )
-
-
-async def run_to_end(h: Harness, body: CreateRunRequest) -> tuple[str, OrchestratorResult]:
-    record = await submit_request(h.engine, h.env.client, h.task_queue, body)
-    handle = h.env.client.get_workflow_handle(
-        orchestrator_workflow_id(record.id), result_type=OrchestratorResult
-    )
-    result = await handle.result()
-    return record.id, result
+from tests.workflows.support import request, run_to_end
 
 
 async def test_all_children_succeed_and_every_row_is_stored_once(harness: Harness) -> None:

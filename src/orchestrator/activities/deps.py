@@ -23,6 +23,9 @@ class ActivityConfig:
     default_timeout_grace_seconds: float = 600.0
     default_cap_seconds: float = 4 * 3600.0
     dataset_page_size: int = 1000
+    poll_long_wait_seconds: int = 10
+    polls_per_workflow_run: int = 500
+    capacity_retry_seconds: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,13 @@ class CreateRunResponse(ApiModel):
     events_url: str
 
 
+class AbortResponse(ApiModel):
+    run_id: str
+    state: str
+    aborting: bool
+    detail: str
+
+
 class ChildView(ApiModel):
     id: str
     index: int

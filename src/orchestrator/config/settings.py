@@ -54,6 +54,25 @@ class Settings(BaseSettings):
         default=4 * 3600.0, gt=0, description="Backstop cap for a child that gives no timeoutSec."
     )
     dataset_page_size: int = Field(default=1000, gt=0, le=100_000)
+    poll_long_wait_seconds: int = Field(
+        default=10,
+        ge=0,
+        le=60,
+        description="waitForFinish of an interval poll: a run ending meanwhile answers at once.",
+    )
+    polls_per_workflow_run: int = Field(
+        default=500, gt=0, description="Polls before a poller continues-as-new."
+    )
+    capacity_retry_seconds: float = Field(
+        default=30.0, gt=0, description="Wait before retrying a start refused for capacity (402)."
+    )
+    platform_start_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="HTTP timeout of a start call; an unanswered start is "
+        "looked up on the platform before another is sent.",
+    )
+    reconcile_interval_seconds: float = Field(default=60.0, gt=0)
 
     actor_registry_file: Path | None = Field(
         default=None,

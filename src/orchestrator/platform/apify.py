@@ -78,13 +78,24 @@ def _to_run(run: Any) -> PlatformRun:
 class ApifyPlatform:
     """:class:`~orchestrator.platform.port.Platform` on ``ApifyClientAsync``."""
 
-    def __init__(self, api_url: str, token: str, *, max_retries: int = 4) -> None:
+    # How far back to look for a run whose start answer was lost.
+    LOST_START_SCAN = 1000
+
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        *,
+        max_retries: int = 4,
+        start_timeout: timedelta = timedelta(seconds=30),
+    ) -> None:
         self._client = ApifyClientAsync(
             token, api_url=api_url, api_public_url=api_url, max_retries=max_retries
         )
         self._start_client = ApifyClientAsync(
             token, api_url=api_url, api_public_url=api_url, max_retries=0
         )
+        self._start_timeout = start_timeout
 
     async def start_run(
         self,
@@ -110,6 +121,7 @@ class ApifyPlatform:
                 build=options.build,
                 max_items=options.max_items,
                 webhooks=hooks or None,
+                timeout=self._start_timeout,
             )
         except _TRANSIENT as exc:
             raise _translate(exc) from None
@@ -136,6 +148,19 @@ class ApifyPlatform:
         except _TRANSIENT as exc:
             raise _translate(exc) from None
         return _to_run(run)
+
+    async def find_run_by_webhook_url(self, marker: str) -> PlatformRun | None:
+        try:
+            hooks = await self._client.webhooks().list(limit=self.LOST_START_SCAN, desc=True)
+            for hook in hooks.items:
+                url = str(_field(hook, "request_url") or "")
+                condition = _field(hook, "condition")
+                run_id = _field(condition, "actor_run_id") if condition is not None else None
+                if marker in url and run_id:
+                    return await self.get_run(str(run_id))
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        return None
 
     async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
         try:

@@ -81,3 +81,11 @@ class Platform(Protocol):
     async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None: ...
 
     async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]: ...
+
+    async def find_run_by_webhook_url(self, marker: str) -> PlatformRun | None:
+        """The run whose ad-hoc webhook URL contains ``marker``, if one exists.
+
+        How a start whose answer was lost is recognised: the platform has no idempotency
+        key for runs, but every run we start carries a webhook URL naming its child.
+        """
+        ...

@@ -12,7 +12,9 @@ import hashlib
 import hmac
 
 WEBHOOK_TOKEN_HEADER = "X-Orchestrator-Webhook-Token"  # noqa: S105 - a header name
-WEBHOOK_CHILD_HEADER = "X-Orchestrator-Child-Id"
+# The child id travels in the webhook URL's query: it is not secret, and it lets a start
+# whose answer was lost be found again by listing webhooks.
+WEBHOOK_CHILD_PARAM = "child"
 TERMINAL_EVENT_TYPES = (
     "ACTOR.RUN.SUCCEEDED",
     "ACTOR.RUN.FAILED",

@@ -36,6 +36,8 @@ class StartChildResult:
     cap_seconds: float = 4 * 3600.0
     poll_interval_seconds: float = 60.0
     failure: str | None = None
+    poll_long_wait_seconds: int = 10
+    polls_per_workflow_run: int = 500
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class PollerInput:
     dataset_id: str
     cap_seconds: float
     poll_interval_seconds: float
+    poll_long_wait_seconds: int = 10
+    polls_per_workflow_run: int = 500
+    # The master to tell when this child has finished (empty: nobody to tell).
+    parent_workflow_id: str = ""
     # Carried across continue-as-new so the cap counts from the first run.
     deadline_epoch: float | None = None
     polls: int = 0
@@ -56,6 +62,12 @@ class PollerResult:
     child_id: str
     state: str
     items: int = 0
+
+
+@dataclass(frozen=True)
+class ChildFinished:
+    child_id: str
+    state: str
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,12 @@ class AbortChildInput:
 
 
 @dataclass(frozen=True)
+class AbortChildResult:
+    child_id: str
+    state: str
+
+
+@dataclass(frozen=True)
 class FinalizeInput:
     run_id: str
 
@@ -120,3 +138,10 @@ class PlatformSignal:
     event_type: str = ""
     dispatch_id: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    checked: int = 0
+    masters_restarted: int = 0
+    pollers_restarted: int = 0

@@ -12,6 +12,7 @@ from orchestrator.api.deps import State
 from orchestrator.api.errors import problem
 from orchestrator.api.routes.views import run_summary, run_view
 from orchestrator.api.schemas import (
+    AbortResponse,
     CreateRunRequest,
     CreateRunResponse,
     EventPage,
@@ -25,6 +26,7 @@ from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.errors import NotFound, ValidationFailed
+from orchestrator.service.control import abort_request
 from orchestrator.service.submission import WorkflowStartFailed, submit_request
 
 router = APIRouter(tags=["runs"])
@@ -146,3 +148,35 @@ def get_events(
         ],
         next_cursor=str(events[-1].id) if len(events) == limit else None,
     )
+
+
+@router.post(
+    "/runs/{run_id}/abort",
+    response_model=AbortResponse,
+    summary="Abort a request: every unfinished actor run is aborted on the platform.",
+    responses={
+        202: {"description": "Abort under way; the request will end `aborted`."},
+        200: {"description": "The request had already ended; nothing was done."},
+    },
+)
+async def abort_run(run_id: str, state: State) -> AbortResponse | JSONResponse:
+    if state.temporal is None:
+        return problem(
+            503, "unavailable", "Workflow engine unavailable", "Temporal is not connected"
+        )
+    outcome = await abort_request(state.engine, state.temporal, run_id)
+    run = outcome.run
+    if not outcome.accepted:
+        return AbortResponse(
+            run_id=run.id,
+            state=run.state.value,
+            aborting=False,
+            detail=f"the request already ended ({run.state.value}); nothing to abort",
+        )
+    body = AbortResponse(
+        run_id=run.id,
+        state=run.state.value,
+        aborting=True,
+        detail="abort under way; unfinished actor runs are being aborted",
+    )
+    return JSONResponse(body.model_dump(mode="json", by_alias=True), status_code=202)

@@ -23,7 +23,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.events import append_event
 from orchestrator.domain.ids import poller_workflow_id
 from orchestrator.platform.webhook_auth import (
-    WEBHOOK_CHILD_HEADER,
+    WEBHOOK_CHILD_PARAM,
     WEBHOOK_TOKEN_HEADER,
     verify_webhook_token,
 )
@@ -38,7 +38,7 @@ MAX_WEBHOOK_BYTES = 512 * 1024
 
 @router.post("/webhooks/platform", status_code=202, summary="Receiver of platform webhooks.")
 async def platform_webhook(request: Request, state: State) -> JSONResponse:
-    child_id = request.headers.get(WEBHOOK_CHILD_HEADER, "")
+    child_id = request.query_params.get(WEBHOOK_CHILD_PARAM, "")
     token = request.headers.get(WEBHOOK_TOKEN_HEADER, "")
     secret = state.settings.webhook_secret.get_secret_value()
     if not child_id or not token or not verify_webhook_token(secret, child_id, token):

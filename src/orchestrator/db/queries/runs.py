@@ -19,11 +19,11 @@ from orchestrator.db.queries._common import as_utc, utcnow
 from orchestrator.db.queries.events import append_event
 from orchestrator.db.schema import scrape_children, scrape_items, scrape_runs
 from orchestrator.domain.lifecycle import (
-    TERMINAL_RUN_STATES,
     ChildState,
     RunState,
     child_transition_allowed,
     roll_up,
+    run_is_terminal,
 )
 
 
@@ -70,7 +70,8 @@ class RunRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL_RUN_STATES
+        """Every child has ended (``partial`` is terminal then, and live before)."""
+        return self.finished_at is not None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> RunRecord:
@@ -372,7 +373,7 @@ def recompute_run(conn: Connection, run_id: str) -> RunState:
         "items_total": int(items_total),
         "updated_at": now,
     }
-    if new_state in TERMINAL_RUN_STATES and run.finished_at is None:
+    if states and run_is_terminal(states) and run.finished_at is None:
         values["finished_at"] = now
     conn.execute(update(scrape_runs).where(scrape_runs.c.id == run_id).values(values))
     if new_state is not run.state:

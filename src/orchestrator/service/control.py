@@ -1,0 +1,44 @@
+"""Aborting a request: flag it in the database, then cancel its workflow.
+
+The flag comes first so a child that has not been started yet is never started; the
+cancellation then reaches the master, which cancels the pollers (each aborts its platform
+run and confirms the final status) and sweeps every child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.domain.errors import NotFound
+from orchestrator.domain.ids import orchestrator_workflow_id
+
+
+@dataclass(frozen=True)
+class AbortOutcome:
+    run: run_queries.RunRecord
+    accepted: bool
+
+
+async def abort_request(engine: Engine, temporal: Client, run_id: str) -> AbortOutcome:
+    def flag() -> tuple[run_queries.RunRecord | None, bool]:
+        with engine.begin() as conn:
+            changed = run_queries.mark_aborted(conn, run_id)
+            return run_queries.get_run(conn, run_id), changed
+
+    run, changed = await asyncio.to_thread(flag)
+    if run is None:
+        raise NotFound(f"run {run_id} does not exist", field="runId")
+    if run.terminal:
+        return AbortOutcome(run=run, accepted=False)
+    try:
+        await temporal.get_workflow_handle(orchestrator_workflow_id(run_id)).cancel()
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
+    return AbortOutcome(run=run, accepted=changed or run.aborted)

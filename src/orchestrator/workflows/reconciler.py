@@ -1,0 +1,31 @@
+"""``ReconcilerWorkflow``: one drift-repair pass, started by a Temporal schedule.
+
+A schedule (rather than a loop in some process) means exactly one pass runs at a time
+across any number of workers, and it survives restarts like any other workflow.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.workflows.types import ReconcileResult
+
+RECONCILER_WORKFLOW = "ReconcilerWorkflow"
+RECONCILE_SCHEDULE_ID = "orchestrator-reconciler"
+
+
+@workflow.defn(name=RECONCILER_WORKFLOW)
+class ReconcilerWorkflow:
+    @workflow.run
+    async def run(self) -> ReconcileResult:
+        result: ReconcileResult = await workflow.execute_activity(
+            "reconcile_drift",
+            result_type=ReconcileResult,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+        return result

@@ -1,0 +1,60 @@
+"""Helpers for workflow tests: submit a request, wait for conditions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from orchestrator.api.schemas import CreateRunRequest
+from orchestrator.domain.ids import orchestrator_workflow_id
+from orchestrator.service.submission import submit_request
+from orchestrator.workflows.types import OrchestratorResult
+from tests.workflows.conftest import Harness
+
+T = TypeVar("T")
+
+
+def request(*runs: dict[str, Any]) -> CreateRunRequest:
+    return CreateRunRequest.model_validate(
+        {
+            "workspaceId": "ws_test",
+            "skillId": "skill_1",
+            "conversationId": "c_1",
+            "runs": list(runs),
+        }
+    )
+
+
+async def submit(h: Harness, body: CreateRunRequest) -> str:
+    record = await submit_request(h.engine, h.env.client, h.task_queue, body)
+    return record.id
+
+
+async def result_of(h: Harness, run_id: str) -> OrchestratorResult:
+    handle = h.env.client.get_workflow_handle(
+        orchestrator_workflow_id(run_id), result_type=OrchestratorResult
+    )
+    return await asyncio.wait_for(handle.result(), timeout=60)
+
+
+async def run_to_end(h: Harness, body: CreateRunRequest) -> tuple[str, OrchestratorResult]:
+    run_id = await submit(h, body)
+    return run_id, await result_of(h, run_id)
+
+
+async def eventually(fn: Callable[[], T], timeout: float = 30.0) -> T:
+    """Await until ``fn()`` returns something truthy without raising AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition still {value!r} after {timeout} s")
+        await asyncio.sleep(0.1)
