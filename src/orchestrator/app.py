@@ -12,18 +12,32 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy import Engine
 
 from orchestrator import __version__
 from orchestrator.api.deps import AppState
 from orchestrator.api.errors import install_error_handlers
-from orchestrator.api.routes import health, runs, webhooks
+from orchestrator.api.limits import BodySizeLimit
+from orchestrator.api.openapi import install_openapi
+from orchestrator.api.routes import admin, health, runs, webhooks
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
+from orchestrator.service.auth import register_bootstrap_key
 
 log = logging.getLogger(__name__)
 
 TEMPORAL_CONNECT_ATTEMPTS = 30
+#: Paths that enforce their own body limit (the platform's webhook payloads).
+BODY_LIMIT_EXEMPT = ("/webhooks/platform",)
+
+
+def _prepare(settings: Settings) -> Engine:
+    engine = prepare_database(settings)
+    if settings.bootstrap_admin_key is not None:
+        with engine.begin() as conn:
+            register_bootstrap_key(conn, settings.bootstrap_admin_key.get_secret_value())
+    return engine
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -31,7 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = await asyncio.to_thread(prepare_database, settings)
+        engine = await asyncio.to_thread(_prepare, settings)
         state = AppState(settings=settings, engine=engine)
         app.state.orchestrator = state
         for attempt in range(1, TEMPORAL_CONNECT_ATTEMPTS + 1):
@@ -48,11 +62,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Scraper orchestrator",
         version=__version__,
         description="Spawns scraper runs on the platform, tracks them, ingests every row, "
-        "and tells the caller when the whole request is done.",
+        "and tells the caller when the whole request is done (a signed callback). Every "
+        "endpoint except `/healthz` and the platform webhook needs "
+        "`Authorization: Bearer <API key>`; errors are `application/problem+json` with a "
+        "stable `code` and the offending `field`. See docs/API.md.",
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, exempt=BODY_LIMIT_EXEMPT)
     app.include_router(health.router)
     app.include_router(runs.router)
+    app.include_router(admin.router)
     app.include_router(webhooks.router)
+    install_openapi(app, settings)
     return app

@@ -24,6 +24,7 @@ from temporalio.client import (
 )
 from temporalio.worker import Worker
 
+from orchestrator.activities.delivery import DeliveryActivities
 from orchestrator.activities.deps import ActivityConfig, ActivityDeps
 from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.platform import PlatformActivities
@@ -55,9 +56,12 @@ def activity_config(settings: Settings) -> ActivityConfig:
         poll_long_wait_seconds=settings.poll_long_wait_seconds,
         polls_per_workflow_run=settings.polls_per_workflow_run,
         capacity_retry_seconds=settings.capacity_retry_seconds,
+        ingest_heartbeat_seconds=settings.ingest_heartbeat_seconds,
         default_timeout_grace_seconds=settings.default_timeout_grace_seconds,
         default_cap_seconds=settings.default_cap_seconds,
         dataset_page_size=settings.dataset_page_size,
+        callback_secret_key=settings.callback_secret_key.get_secret_value(),
+        allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
     )
 
 
@@ -74,6 +78,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     platform = PlatformActivities(deps)
     ingest = IngestActivities(deps)
     records = RecordActivities(deps)
+    delivery = DeliveryActivities(deps)
     config = deps.config
     reconciler = ReconcileActivities(
         deps.engine,
@@ -98,6 +103,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             ingest.ingest_dataset,
             records.record_child_outcome,
             records.finalize_run,
+            delivery.deliver_callback,
             reconciler.reconcile_drift,
         ],
     )

@@ -38,6 +38,17 @@ def free_stack_ports() -> StackPorts:
     return StackPorts(temporal=temporal, temporal_ui=temporal_ui, emulator=emulator, api=api)
 
 
+# Short waits everywhere, so faults and recoveries show within seconds.
+E2E_ENV = {
+    "ORCHESTRATOR_POLL_INTERVAL_SECONDS": E2E_POLL_INTERVAL_SECONDS,
+    "ORCHESTRATOR_POLL_LONG_WAIT_SECONDS": "1",
+    "ORCHESTRATOR_CAPACITY_RETRY_SECONDS": "1",
+    "ORCHESTRATOR_PLATFORM_START_TIMEOUT_SECONDS": "3",
+    "ORCHESTRATOR_INGEST_HEARTBEAT_SECONDS": "4",
+    "ORCHESTRATOR_DEFAULT_TIMEOUT_GRACE_SECONDS": "2",
+}
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     """The whole local stack, started once per session; see ``DevStack.urls``/``.env``."""
@@ -45,7 +56,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     dev_stack = DevStack(
         var_dir,
         free_stack_ports(),
-        extra_env={"ORCHESTRATOR_POLL_INTERVAL_SECONDS": E2E_POLL_INTERVAL_SECONDS},
+        extra_env=E2E_ENV,
         emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
         temporal_ui=False,
     )

@@ -43,7 +43,7 @@ def all_items(api: httpx.Client, run_id: str, limit: int = 10) -> list[dict[str,
 
 
 def test_demo_request_succeeds_with_every_row(stack: DevStack) -> None:
-    with httpx.Client(base_url=stack.urls["api"], timeout=30) as api:
+    with httpx.Client(base_url=stack.urls["api"], timeout=30, headers=stack.api_headers) as api:
         accepted = api.post("/runs", json=json.loads(DEMO.read_text()))
         assert accepted.status_code == 202, accepted.text
         body = accepted.json()
@@ -87,7 +87,7 @@ def test_all_failed_request_ends_failed_with_the_platform_message(stack: DevStac
             }
         ],
     }
-    with httpx.Client(base_url=stack.urls["api"], timeout=30) as api:
+    with httpx.Client(base_url=stack.urls["api"], timeout=30, headers=stack.api_headers) as api:
         accepted = api.post("/runs", json=request)
         assert accepted.status_code == 202, accepted.text
         run = wait_terminal(api, accepted.json()["runId"])
@@ -103,7 +103,7 @@ def test_unknown_actor_is_a_400_naming_it_and_nothing_is_created(stack: DevStack
         "workspaceId": "ws_unknown_actor",
         "runs": [{"actor": "ultron-leadgen"}, {"actor": "no-such-actor"}],
     }
-    with httpx.Client(base_url=stack.urls["api"], timeout=30) as api:
+    with httpx.Client(base_url=stack.urls["api"], timeout=30, headers=stack.api_headers) as api:
         response = api.post("/runs", json=request)
         assert response.status_code == 400
         assert response.headers["content-type"].startswith("application/problem+json")
@@ -118,7 +118,7 @@ def test_unknown_actor_is_a_400_naming_it_and_nothing_is_created(stack: DevStack
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"runs": [{"actor": "ultron-leadgen"}]}, "/workspaceId"),
+        ({"workspaceId": "", "runs": [{"actor": "ultron-leadgen"}]}, "/workspaceId"),
         ({"workspaceId": "ws", "runs": []}, "/runs"),
         ({"workspaceId": "ws", "runs": [{"actor": "ultron-leadgen", "x": 1}]}, "/runs/0/x"),
         (
@@ -133,13 +133,17 @@ def test_unknown_actor_is_a_400_naming_it_and_nothing_is_created(stack: DevStack
 def test_invalid_bodies_are_422_problems_naming_the_field(
     stack: DevStack, body: dict[str, Any], field: str
 ) -> None:
-    response = httpx.post(f"{stack.urls['api']}/runs", json=body, timeout=30)
+    response = httpx.post(
+        f"{stack.urls['api']}/runs", json=body, timeout=30, headers=stack.api_headers
+    )
     assert response.status_code == 422
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["field"] == field
 
 
 def test_missing_run_is_a_404_problem(stack: DevStack) -> None:
-    response = httpx.get(f"{stack.urls['api']}/runs/run_missing", timeout=30)
+    response = httpx.get(
+        f"{stack.urls['api']}/runs/run_missing", timeout=30, headers=stack.api_headers
+    )
     assert response.status_code == 404
     assert response.json()["code"] == "not-found"

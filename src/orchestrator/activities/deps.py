@@ -26,6 +26,12 @@ class ActivityConfig:
     poll_long_wait_seconds: int = 10
     polls_per_workflow_run: int = 500
     capacity_retry_seconds: float = 30.0
+    # Outbound callbacks (activities/delivery.py).
+    callback_secret_key: str = "local-development-callback-secret-key"  # noqa: S105
+    allow_insecure_callback_localhost: bool = False
+    #: First retry delay of a callback; the schedule doubles from it (tests shrink it).
+    callback_retry_initial_seconds: float = 5.0
+    ingest_heartbeat_seconds: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
 """The one error path: domain errors and validation failures become application/problem+json.
 
-Validation problems name the offending field (as a JSON pointer into the body) so a caller
-can fix the request without reading our code.
+Validation problems name the offending field (as a JSON pointer into the body, or the name
+of a query parameter or header) so a caller can fix the request without reading our code.
+Every problem has a stable ``code``; ``detail`` never quotes a secret (API keys, callback
+secrets and callback URLs, which may carry tokens, are never echoed).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -29,6 +32,7 @@ def problem(
     *,
     field: str | None = None,
     errors: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": f"urn:orchestrator:problem:{code}",
@@ -41,7 +45,9 @@ def problem(
         body["field"] = field
     if errors:
         body["errors"] = errors
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+    return JSONResponse(
+        body, status_code=status, media_type=PROBLEM_JSON, headers=dict(headers or {})
+    )
 
 
 def _pointer(loc: tuple[Any, ...]) -> str:
@@ -52,7 +58,10 @@ def _pointer(loc: tuple[Any, ...]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(_request: Request, exc: DomainError) -> JSONResponse:
-        return problem(exc.status, exc.code, exc.title, exc.detail, field=exc.field)
+        headers: Mapping[str, str] | None = getattr(exc, "headers", None)
+        return problem(
+            exc.status, exc.code, exc.title, exc.detail, field=exc.field, headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -75,4 +84,22 @@ def install_error_handlers(app: FastAPI) -> None:
         code = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}.get(
             exc.status_code, "http-error"
         )
-        return problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+        return problem(exc.status_code, code, str(exc.detail), str(exc.detail), headers=exc.headers)
+
+
+_STATUS_TEXT = {
+    400: "Bad request (e.g. an unknown actor or an unsafe callback URL)",
+    401: "Missing, invalid or revoked API key",
+    403: "The key may not do this (an admin key is required)",
+    404: "Not found (or owned by another workspace)",
+    413: "Request body too large",
+    422: "The request is not valid; `field` names the offending part",
+    503: "The workflow engine is unavailable; nothing was created",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for problem+json answers (see ``Problem``)."""
+    from orchestrator.api.schemas import Problem
+
+    return {status: {"model": Problem, "description": _STATUS_TEXT[status]} for status in statuses}

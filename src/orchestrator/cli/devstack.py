@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 #: Every component, in start order (stopped in reverse order).
 COMPONENTS: Final[tuple[str, ...]] = ("temporal", "emulator", "api", "worker")
 
+#: The local stack's admin API key lives here (mode 0600); ``orchestrator submit`` reads it.
+DEV_API_KEY_FILE: Final = "dev-api-key"
+
 #: The token the emulator accepts by default; the stack always talks to the emulator.
 EMULATOR_TOKEN: Final = "emulator-token"  # noqa: S105 - the emulator's public default
 
@@ -225,6 +228,7 @@ class DevStack:
         self._emulator_time_scale = emulator_time_scale
         self._running: dict[str, _Running] = {}
         self._lock = threading.RLock()
+        self._api_key: str | None = None
 
     def __repr__(self) -> str:
         running = [name for name in self.components if self.is_running(name)]
@@ -261,8 +265,42 @@ class DevStack:
         env.setdefault("APIFY_EMULATOR_STATE_FILE", str(self.var_dir / "emulator.db"))
         if self._emulator_time_scale is not None:
             env["APIFY_EMULATOR_TIME_SCALE"] = repr(self._emulator_time_scale)
+        # The API registers the stack's admin key on start (see ``api_key``).
+        env["ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"] = self.api_key
+        # Local development: callbacks to a receiver on this machine over plain http.
+        env.setdefault("ORCHESTRATOR_ALLOW_INSECURE_CALLBACK_LOCALHOST", "true")
         env.update(self._extra_env)
         return env
+
+    @property
+    def api_key(self) -> str:
+        """The stack's admin API key: ``ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY`` if set, else the
+        one kept in ``<var>/dev-api-key`` (created on first use, so it survives restarts).
+        The API registers it on start. It is a secret: never log it."""
+        if self._api_key is None:
+            configured = self._extra_env.get("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY") or os.environ.get(
+                "ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"
+            )
+            path = self.var_dir / DEV_API_KEY_FILE
+            if configured:
+                self._api_key = configured
+            elif path.is_file():
+                self._api_key = path.read_text("utf-8").strip()
+            else:
+                from orchestrator.security.api_keys import generate_api_key
+
+                self.var_dir.mkdir(parents=True, exist_ok=True)
+                key = generate_api_key().plaintext
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(key + "\n")
+                self._api_key = key
+        return self._api_key
+
+    @property
+    def api_headers(self) -> dict[str, str]:
+        """``Authorization`` header with the stack's admin key (for tests and tools)."""
+        return {"Authorization": f"Bearer {self.api_key}"}
 
     @property
     def temporal_address(self) -> str:
@@ -658,6 +696,13 @@ def run_dev_stack(
             console.print(
                 "submit the demo: "
                 f"[bold]orchestrator submit examples/demo.json --watch{api_flag}[/bold]"
+            )
+            # Shown on the developer's own terminal (never logged): a local admin key.
+            console.print(
+                f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
+            )
+            console.print(
+                f"  export ORCHESTRATOR_API_KEY={stack.api_key}", markup=False, highlight=False
             )
         console.print("press Ctrl-C to stop")
         while True:

@@ -33,6 +33,9 @@ def _logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # httpx logs every request's full URL at INFO; a caller's callback URL may carry a
+    # token in its query string. Our own modules log scheme://host only.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 @app.command()
@@ -97,15 +100,40 @@ def migrate() -> None:
     console.print("[green]database is up to date[/green]")
 
 
+#: Where ``orchestrator dev`` keeps its admin key; ``submit`` reads it when no key is given.
+DEV_API_KEY_FILE = Path("var") / "dev-api-key"
+
+
+def _api_key(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    if DEV_API_KEY_FILE.is_file():
+        return DEV_API_KEY_FILE.read_text("utf-8").strip()
+    console.print(
+        "[red]no API key:[/red] pass --api-key, set ORCHESTRATOR_API_KEY, or run "
+        "`orchestrator dev` here (it writes var/dev-api-key)"
+    )
+    raise typer.Exit(1)
+
+
 @app.command()
 def submit(
     request_file: Annotated[Path, typer.Argument(help="JSON body of POST /runs.")],
     api_url: Annotated[str, typer.Option(help="Base URL of the API.")] = "http://127.0.0.1:8000",
     watch: Annotated[bool, typer.Option(help="Show progress until the request ends.")] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ORCHESTRATOR_API_KEY",
+            show_envvar=True,
+            help="API key; defaults to the local stack's var/dev-api-key.",
+        ),
+    ] = None,
 ) -> None:
     """Submit a request from a JSON file, optionally watching it to the end."""
     body = json.loads(request_file.read_text("utf-8"))
-    with httpx.Client(base_url=api_url, timeout=30) as client:
+    headers = {"Authorization": f"Bearer {_api_key(api_key)}"}
+    with httpx.Client(base_url=api_url, timeout=30, headers=headers) as client:
         response = client.post("/runs", json=body)
         if response.status_code != 202:
             console.print(f"[red]{response.status_code}[/red] {response.text}")
@@ -169,3 +197,109 @@ def actors() -> None:
             entry.description,
         )
     console.print(table)
+
+
+keys_app = typer.Typer(help="Create, list and revoke API keys (talks to the database).")
+app.add_typer(keys_app, name="keys")
+workspaces_app = typer.Typer(help="Workspace settings: the callback signing secret.")
+app.add_typer(workspaces_app, name="workspaces")
+
+
+@keys_app.command("create")
+def keys_create(
+    workspace: Annotated[str | None, typer.Option(help="Scope the key to this workspace.")] = None,
+    admin: Annotated[bool, typer.Option("--admin", help="Create an admin key.")] = False,
+    name: Annotated[str, typer.Option(help="A label for people.")] = "",
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    from orchestrator.config.bootstrap import prepare_database
+    from orchestrator.service.auth import create_key
+
+    if (workspace is None) == (not admin):
+        console.print("[red]choose exactly one of --workspace WS and --admin[/red]")
+        raise typer.Exit(2)
+    settings = Settings()
+    engine = prepare_database(settings)
+    with engine.begin() as conn:
+        created = create_key(
+            conn,
+            workspace_id=workspace,
+            name=name,
+            callback_secret_key=settings.callback_secret_key.get_secret_value(),
+        )
+    engine.dispose()
+    scope = f"workspace {workspace}" if workspace else "admin"
+    console.print(f"API key {created.record.id} ({scope}); shown once, store it now:")
+    typer.echo(created.plaintext)
+    if created.callback_secret:
+        console.print(f"callback signing secret of {workspace} (shown once):")
+        typer.echo(created.callback_secret)
+
+
+@keys_app.command("list")
+def keys_list(
+    workspace: Annotated[str | None, typer.Option(help="Only this workspace's keys.")] = None,
+) -> None:
+    """List keys (ids and metadata; the keys themselves are not stored)."""
+    from orchestrator.config.bootstrap import prepare_database
+    from orchestrator.db.queries.api_keys import list_keys
+
+    engine = prepare_database(Settings())
+    with engine.connect() as conn:
+        records = list_keys(conn, workspace_id=workspace)
+    engine.dispose()
+    table = Table("key id", "scope", "name", "created", "last used", "revoked")
+    for r in records:
+        table.add_row(
+            r.id,
+            r.workspace_id or "admin",
+            r.name,
+            r.created_at.isoformat(timespec="seconds"),
+            r.last_used_at.isoformat(timespec="seconds") if r.last_used_at else "",
+            r.revoked_at.isoformat(timespec="seconds") if r.revoked_at else "",
+        )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (ork_<id>_…).")]) -> None:
+    """Revoke a key; it stops working at once."""
+    from orchestrator.config.bootstrap import prepare_database
+    from orchestrator.db.queries.api_keys import revoke_key
+
+    engine = prepare_database(Settings())
+    with engine.begin() as conn:
+        found = revoke_key(conn, key_id)
+    engine.dispose()
+    if not found:
+        console.print(f"[red]no key {key_id}[/red]")
+        raise typer.Exit(1)
+    console.print(f"revoked {key_id}")
+
+
+@workspaces_app.command("rotate-secret")
+def workspaces_rotate_secret(
+    workspace: Annotated[str, typer.Argument(help="The workspace id.")],
+) -> None:
+    """Give the workspace a new callback signing secret and print it once."""
+    from datetime import timedelta
+
+    from orchestrator.config.bootstrap import prepare_database
+    from orchestrator.service.workspaces import rotate_callback_secret
+
+    settings = Settings()
+    engine = prepare_database(settings)
+    with engine.begin() as conn:
+        rotated = rotate_callback_secret(
+            conn,
+            workspace,
+            server_key=settings.callback_secret_key.get_secret_value(),
+            grace=timedelta(seconds=settings.callback_secret_grace_seconds),
+        )
+    engine.dispose()
+    console.print(f"new callback signing secret of {workspace} (shown once):")
+    typer.echo(rotated.callback_secret)
+    if rotated.previous_valid_until:
+        console.print(
+            f"the previous secret also signs until {rotated.previous_valid_until.isoformat()}"
+        )

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
         "looked up on the platform before another is sent.",
     )
     reconcile_interval_seconds: float = Field(default=60.0, gt=0)
+    ingest_heartbeat_seconds: float = Field(
+        default=30.0, gt=0, description="An ingest silent this long is retried on another worker."
+    )
 
     actor_registry_file: Path | None = Field(
         default=None,
@@ -81,3 +84,34 @@ class Settings(BaseSettings):
 
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+
+    # -- API security and limits (docs/API.md) --------------------------------------------
+    bootstrap_admin_key: SecretStr | None = Field(
+        default=None,
+        description="An admin API key (ork_… format) the API registers on start if absent; "
+        "how a fresh deployment (and `orchestrator dev`) gets its first key.",
+    )
+    callback_secret_key: SecretStr = Field(
+        default=SecretStr("local-development-callback-secret-key"),
+        description="Server key from which each workspace's callback signing secret is "
+        "derived; the same on every API and worker process.",
+    )
+    callback_secret_grace_seconds: float = Field(
+        default=24 * 3600.0,
+        ge=0,
+        description="After a rotation, the previous callback secret also signs for this long.",
+    )
+    allow_insecure_callback_localhost: bool = Field(
+        default=False,
+        description="Local development only: accept http://localhost, 127.0.0.1 and [::1] "
+        "callback URLs. Never enable in production.",
+    )
+    max_body_bytes: int = Field(
+        default=256 * 1024, gt=0, description="Largest request body accepted (413 above)."
+    )
+    max_runs_per_request: int = Field(
+        default=100, gt=0, le=1000, description="Most actor runs one request may ask for."
+    )
+    max_input_bytes: int = Field(
+        default=64 * 1024, gt=0, description="Largest actor input (compact JSON) per run."
+    )

@@ -124,3 +124,29 @@ shared_config = Table(
     Column("value_json", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+
+# API keys (0005): only a hash of each key is stored; workspace_id NULL is an admin key.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("key_hash", String(64), nullable=False),
+    Column("workspace_id", String(128)),
+    Column("name", String(128), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True)),
+    Column("last_used_at", DateTime(timezone=True)),
+    Index("ix_api_keys_workspace_id", "workspace_id"),
+)
+
+# Workspaces (0006): the nonces from which each callback signing secret is derived.
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("secret_nonce", String(64), nullable=False),
+    Column("previous_secret_nonce", String(64)),
+    Column("previous_secret_expires_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("secret_rotated_at", DateTime(timezone=True), nullable=False),
+)

@@ -25,9 +25,19 @@ class AbortOutcome:
     accepted: bool
 
 
-async def abort_request(engine: Engine, temporal: Client, run_id: str) -> AbortOutcome:
+async def abort_request(
+    engine: Engine, temporal: Client, run_id: str, *, workspace_id: str | None = None
+) -> AbortOutcome:
+    """Abort ``run_id``; with ``workspace_id`` only if the run belongs to that workspace
+    (another workspace's run is reported as missing, and nothing is changed)."""
+
     def flag() -> tuple[run_queries.RunRecord | None, bool]:
         with engine.begin() as conn:
+            existing = run_queries.get_run(conn, run_id)
+            if existing is None or (
+                workspace_id is not None and existing.workspace_id != workspace_id
+            ):
+                return None, False
             changed = run_queries.mark_aborted(conn, run_id)
             return run_queries.get_run(conn, run_id), changed
 

@@ -40,7 +40,8 @@ POLL_RETRY = RetryPolicy(
     maximum_attempts=10,
     non_retryable_error_types=[ERR_PERMANENT],
 )
-POLL_TIMEOUT = timedelta(seconds=120)
+# Plus the long-poll wait of the call; short, so a poll lost with its worker is retried soon.
+POLL_TIMEOUT = timedelta(seconds=30)
 
 INGEST_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -50,7 +51,6 @@ INGEST_RETRY = RetryPolicy(
     non_retryable_error_types=[ERR_PERMANENT],
 )
 INGEST_TIMEOUT = timedelta(hours=2)
-INGEST_HEARTBEAT = timedelta(seconds=30)
 
 ABORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -62,3 +62,18 @@ ABORT_TIMEOUT = timedelta(seconds=60)
 
 # Delay before retrying a start the platform refused for lack of capacity.
 CAPACITY_RETRY_DELAY = timedelta(seconds=30)
+
+# Outbound callbacks: one HTTP attempt per activity attempt. The schedule mirrors
+# delivery.sender.CALLBACK_RETRY_SCHEDULE (5 s doubling to 1 h, 33 attempts, ~23.4 h;
+# tests/unit/test_callback_activity.py checks they agree); the activity also sets
+# next_retry_delay itself (Retry-After, a shorter schedule in tests). Permanent outcomes
+# (4xx other than 408/429, unsafe URL) raise ERR_CALLBACK_PERMANENT and stop the retries.
+ERR_CALLBACK_PERMANENT = "CallbackPermanentError"
+CALLBACK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(hours=1),
+    maximum_attempts=33,
+    non_retryable_error_types=[ERR_CALLBACK_PERMANENT],
+)
+CALLBACK_TIMEOUT = timedelta(seconds=60)

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         AbortChildResult,
         ChildFinished,
         ChildOutcomeInput,
+        DeliverCallbackInput,
+        DeliverCallbackResult,
         FinalizeInput,
         FinalizeResult,
         OrchestratorInput,
@@ -71,7 +73,23 @@ class ScraperOrchestrator:
             start_to_close_timeout=policies.DB_TIMEOUT,
             retry_policy=policies.DB_RETRY,
         )
+        if final.deliver_callback:
+            await self._deliver_callback(params.run_id)
         return OrchestratorResult(run_id=params.run_id, state=final.state)
+
+    async def _deliver_callback(self, run_id: str) -> None:
+        """Tell the caller (signed callback), retried on CALLBACK_RETRY; a callback that
+        cannot be delivered is recorded in the events and does not change the run's state."""
+        try:
+            await workflow.execute_activity(
+                "deliver_callback",
+                DeliverCallbackInput(run_id=run_id),
+                result_type=DeliverCallbackResult,
+                start_to_close_timeout=policies.CALLBACK_TIMEOUT,
+                retry_policy=policies.CALLBACK_RETRY,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("callback of %s not delivered: %s", run_id, _cause(err))
 
     async def _spawn(self, run_id: str, child_id: str) -> None:
         try:
@@ -106,6 +124,7 @@ class ScraperOrchestrator:
                     poll_interval_seconds=started.poll_interval_seconds,
                     poll_long_wait_seconds=started.poll_long_wait_seconds,
                     polls_per_workflow_run=started.polls_per_workflow_run,
+                    ingest_heartbeat_seconds=started.ingest_heartbeat_seconds,
                     parent_workflow_id=workflow.info().workflow_id,
                 ),
                 id=poller_workflow_id(child_id),

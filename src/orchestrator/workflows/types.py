@@ -38,6 +38,7 @@ class StartChildResult:
     failure: str | None = None
     poll_long_wait_seconds: int = 10
     polls_per_workflow_run: int = 500
+    ingest_heartbeat_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class PollerInput:
     poll_interval_seconds: float
     poll_long_wait_seconds: int = 10
     polls_per_workflow_run: int = 500
+    # An ingest whose worker died is retried elsewhere after this long without a heartbeat.
+    ingest_heartbeat_seconds: float = 30.0
     # The master to tell when this child has finished (empty: nobody to tell).
     parent_workflow_id: str = ""
     # Carried across continue-as-new so the cap counts from the first run.
@@ -145,3 +148,16 @@ class ReconcileResult:
     checked: int = 0
     masters_restarted: int = 0
     pollers_restarted: int = 0
+
+
+@dataclass(frozen=True)
+class DeliverCallbackInput:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class DeliverCallbackResult:
+    run_id: str
+    delivered: bool
+    attempts: int = 1
+    status_code: int | None = None

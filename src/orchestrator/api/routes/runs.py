@@ -1,15 +1,38 @@
-"""``/runs``: submit a request, read its state, its rows and its event log."""
+"""``/runs``: submit a request, list requests, read one, its rows and its event log, abort.
+
+Every route needs an API key (``Caller``). A workspace key sees only its workspace: another
+workspace's run answers exactly like a run that does not exist (404), and listings are
+filtered to the key's workspace, so nothing hints at other tenants. Admin keys see all.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
-from sqlalchemy import Engine
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy import Connection
 
+from orchestrator.api.auth import Caller
+from orchestrator.api.cursors import (
+    decode_item_cursor,
+    decode_run_cursor,
+    encode_item_cursor,
+    encode_run_cursor,
+)
 from orchestrator.api.deps import State
-from orchestrator.api.errors import problem
+from orchestrator.api.errors import problem, problem_responses
+from orchestrator.api.item_formats import (
+    MEDIA_TYPES,
+    ItemFormat,
+    negotiate,
+    render_csv,
+    render_json,
+    render_ndjson,
+)
 from orchestrator.api.routes.views import run_summary, run_view
 from orchestrator.api.schemas import (
     AbortResponse,
@@ -18,18 +41,24 @@ from orchestrator.api.schemas import (
     EventPage,
     EventView,
     ItemPage,
-    ItemView,
     RunList,
     RunView,
 )
 from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import items as item_queries
+from orchestrator.db.queries import item_pages
 from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.queries.run_listing import RunFilter, list_runs_page
 from orchestrator.domain.errors import NotFound, ValidationFailed
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.service.auth import Principal
 from orchestrator.service.control import abort_request
-from orchestrator.service.submission import WorkflowStartFailed, submit_request
+from orchestrator.service.errors import InvalidIdempotencyKey, WorkspaceRequired
+from orchestrator.service.submission import SubmissionPolicy, WorkflowStartFailed, submit
 
 router = APIRouter(tags=["runs"])
+
+MAX_IDEMPOTENCY_KEY = 255
+_SF_ESCAPE = re.compile(r'\\(["\\])')
 
 
 def _links(run_id: str) -> dict[str, str]:
@@ -40,7 +69,7 @@ def _links(run_id: str) -> dict[str, str]:
     }
 
 
-def _parse_cursor(cursor: str | None) -> int:
+def _parse_event_cursor(cursor: str | None) -> int:
     if cursor is None or cursor == "":
         return 0
     if not cursor.isdigit():
@@ -48,12 +77,34 @@ def _parse_cursor(cursor: str | None) -> int:
     return int(cursor)
 
 
-def _require_run(engine: Engine, run_id: str) -> run_queries.RunRecord:
-    with engine.connect() as conn:
-        run = run_queries.get_run(conn, run_id)
-    if run is None:
+def _visible_run(conn: Connection, run_id: str, caller: Principal) -> run_queries.RunRecord:
+    """The run if the caller may see it; otherwise the same 404 as for a missing run."""
+    run = run_queries.get_run(conn, run_id)
+    if run is None or not caller.may_see(run.workspace_id):
         raise NotFound(f"run {run_id} does not exist", field="runId")
     return run
+
+
+def parse_idempotency_key(raw: str | None) -> str | None:
+    """The key of an ``Idempotency-Key`` header: a Structured Field string (``"…"``); a
+    bare token is accepted too. 1-255 printable ASCII characters."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        value = _SF_ESCAPE.sub(r"\1", value[1:-1])
+    if not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY or not all(" " <= c <= "~" for c in value):
+        raise InvalidIdempotencyKey(
+            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters",
+            field="Idempotency-Key",
+        )
+    return value
+
+
+def _as_utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 @router.post(
@@ -61,78 +112,220 @@ def _require_run(engine: Engine, run_id: str) -> run_queries.RunRecord:
     status_code=202,
     response_model=CreateRunResponse,
     summary="Submit a request: spawn every actor run, ingest every row, roll up one state.",
-    responses={400: {"description": "Unknown actor"}, 422: {"description": "Invalid body"}},
+    description="Validates everything before writing anything: limits, the callback URL, every "
+    "actor. With an `Idempotency-Key`, repeating the same request returns the original run "
+    "(header `Idempotent-Replayed: true`) and spawns nothing; the same key with a different "
+    "request is a 422.",
+    responses={
+        202: {"description": "Accepted; the request runs in the background."},
+        **problem_responses(400, 401, 404, 413, 422, 503),
+    },
 )
-async def create_run(body: CreateRunRequest, state: State) -> CreateRunResponse | JSONResponse:
-    if state.temporal is None:
+async def create_run(
+    body: CreateRunRequest,
+    caller: Caller,
+    app_state: State,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description='A unique key per logical request, e.g. `"8e03978e-40d5-43e8-bc93-'
+            '6894a57f9324"` (Structured Field string; a bare token is accepted too).',
+        ),
+    ] = None,
+) -> JSONResponse:
+    if caller.workspace_id is None:
+        if body.workspace_id is None:
+            raise WorkspaceRequired(
+                "workspaceId is required with an admin key", field="/workspaceId"
+            )
+        workspace = body.workspace_id
+    else:
+        if body.workspace_id not in (None, caller.workspace_id):
+            raise NotFound(f"workspace {body.workspace_id} does not exist", field="/workspaceId")
+        workspace = caller.workspace_id
+    key = parse_idempotency_key(idempotency_key)
+    if app_state.temporal is None:
         return problem(
             503, "unavailable", "Workflow engine unavailable", "Temporal is not connected"
         )
+    settings = app_state.settings
+    policy = SubmissionPolicy(
+        max_runs_per_request=settings.max_runs_per_request,
+        max_input_bytes=settings.max_input_bytes,
+        allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
+    )
     try:
-        run = await submit_request(state.engine, state.temporal, state.settings.task_queue, body)
+        submission = await submit(
+            app_state.engine,
+            app_state.temporal,
+            settings.task_queue,
+            body,
+            workspace_id=workspace,
+            policy=policy,
+            idempotency_key=key,
+        )
     except WorkflowStartFailed:
         return problem(
             503, "unavailable", "Workflow engine unavailable", "the request could not be started"
         )
-    return CreateRunResponse(run_id=run.id, state=run.state.value, **_links(run.id))
+    run = submission.run
+    answer = CreateRunResponse(run_id=run.id, state=run.state.value, **_links(run.id))
+    headers = {"Location": f"/runs/{run.id}"}
+    if submission.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(
+        answer.model_dump(mode="json", by_alias=True), status_code=202, headers=headers
+    )
 
 
-@router.get("/runs", response_model=RunList, summary="List requests, newest first.")
+@router.get(
+    "/runs",
+    response_model=RunList,
+    summary="List requests, newest first, with filters and a cursor.",
+    responses=problem_responses(401, 422),
+)
 def list_runs(
-    state: State,
-    workspace_id: Annotated[str | None, Query(alias="workspaceId")] = None,
+    caller: Caller,
+    app_state: State,
+    workspace_id: Annotated[
+        str | None,
+        Query(alias="workspaceId", description="Admin keys only; workspace keys see their own."),
+    ] = None,
+    states: Annotated[
+        list[RunState] | None, Query(alias="state", description="Repeat for several states.")
+    ] = None,
+    skill_id: Annotated[str | None, Query(alias="skillId")] = None,
+    conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
+    created_after: Annotated[
+        datetime | None, Query(alias="createdAfter", description="Inclusive; ISO 8601.")
+    ] = None,
+    created_before: Annotated[
+        datetime | None, Query(alias="createdBefore", description="Exclusive; ISO 8601.")
+    ] = None,
+    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunList:
-    with state.engine.connect() as conn:
-        runs = run_queries.list_runs(conn, workspace_id=workspace_id, limit=limit)
-    return RunList(runs=[run_summary(r) for r in runs])
+    if caller.workspace_id is not None:
+        if workspace_id not in (None, caller.workspace_id):
+            return RunList(runs=[], next_cursor=None)
+        workspace_id = caller.workspace_id
+    flt = RunFilter(
+        workspace_id=workspace_id,
+        states=tuple(s.value for s in states or ()),
+        skill_run_id=skill_id,
+        conversation_id=conversation_id,
+        created_after=_as_utc(created_after),
+        created_before=_as_utc(created_before),
+    )
+    after = decode_run_cursor(cursor)
+    with app_state.engine.connect() as conn:
+        runs, next_key = list_runs_page(conn, flt, after=after, limit=limit)
+    return RunList(
+        runs=[run_summary(r) for r in runs],
+        next_cursor=encode_run_cursor(next_key) if next_key else None,
+    )
 
 
-@router.get("/runs/{run_id}", response_model=RunView, summary="A request with its children.")
-def get_run(run_id: str, state: State) -> RunView:
-    with state.engine.connect() as conn:
-        run = run_queries.get_run(conn, run_id)
-        if run is None:
-            raise NotFound(f"run {run_id} does not exist", field="runId")
+@router.get(
+    "/runs/{run_id}",
+    response_model=RunView,
+    summary="A request with its children.",
+    responses=problem_responses(401, 404),
+)
+def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
+    with app_state.engine.connect() as conn:
+        run = _visible_run(conn, run_id, caller)
         children = run_queries.get_children(conn, run_id)
     return run_view(run, children)
 
 
-@router.get("/runs/{run_id}/items", response_model=ItemPage, summary="Rows of a request, paged.")
+@router.get(
+    "/runs/{run_id}/items",
+    response_model=ItemPage,
+    summary="Rows of a request, paged, as JSON, NDJSON or CSV (streamed).",
+    description="Rows come child by child in item order. The cursor holds a position per "
+    "child, so it never skips or repeats a row while ingestion continues: keep following "
+    "`nextCursor` (also in the `X-Next-Cursor` header and a `Link: rel=next` header, for "
+    "NDJSON and CSV) until it is null, which happens only once the request has ended and "
+    "every row was returned. Choose the format with `format` or the `Accept` header.",
+    responses={
+        200: {
+            "description": "A page of rows.",
+            "content": {
+                "application/x-ndjson": {"schema": {"type": "string"}},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+            "headers": {
+                "X-Next-Cursor": {
+                    "description": "The next page's cursor (absent at the end).",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **problem_responses(401, 404, 422),
+    },
+)
 def get_items(
     run_id: str,
-    state: State,
-    cursor: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    caller: Caller,
+    app_state: State,
+    request: Request,
+    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     child_id: Annotated[str | None, Query(alias="childId")] = None,
-) -> ItemPage:
-    after = _parse_cursor(cursor)
-    _require_run(state.engine, run_id)
-    with state.engine.connect() as conn:
-        items = item_queries.list_items(
-            conn, run_id, after_id=after, limit=limit, child_id=child_id
+    actor: Annotated[str | None, Query(description="Logical actor name.")] = None,
+    output: Annotated[
+        ItemFormat | None,
+        Query(alias="format", description="json (default), ndjson or csv; overrides Accept."),
+    ] = None,
+) -> Response:
+    fmt = output or negotiate(request.headers.get("accept"))
+    offsets = decode_item_cursor(cursor)
+    engine = app_state.engine
+    with engine.connect() as conn:
+        run = _visible_run(conn, run_id, caller)
+        plan = item_pages.plan_page(
+            conn, run.id, offsets, limit=limit, child_id=child_id, actor=actor
         )
-    return ItemPage(
-        items=[
-            ItemView(
-                id=i.id, child_id=i.child_id, item_index=i.item_index, actor=i.actor, data=i.data
-            )
-            for i in items
-        ],
-        next_cursor=str(items[-1].id) if len(items) == limit else None,
+    # More rows can still arrive while the request runs: keep handing out a cursor.
+    next_cursor = (
+        encode_item_cursor(plan.next_offsets) if plan.more_stored or not run.terminal else None
     )
+    headers: dict[str, str] = {}
+    if next_cursor is not None:
+        headers["X-Next-Cursor"] = next_cursor
+        link = request.url.include_query_params(cursor=next_cursor)
+        headers["Link"] = f'<{link.path}?{link.query}>; rel="next"'
+
+    def rows() -> Iterator[item_pages.ItemRow]:
+        return item_pages.stream_rows(engine, plan)
+
+    if fmt is ItemFormat.NDJSON:
+        body = render_ndjson(rows())
+    elif fmt is ItemFormat.CSV:
+        body = render_csv(rows)
+    else:
+        body = render_json(rows(), next_cursor)
+    return StreamingResponse(body, media_type=MEDIA_TYPES[fmt], headers=headers)
 
 
-@router.get("/runs/{run_id}/events", response_model=EventPage, summary="The event log.")
+@router.get(
+    "/runs/{run_id}/events",
+    response_model=EventPage,
+    summary="The event log.",
+    responses=problem_responses(401, 404, 422),
+)
 def get_events(
     run_id: str,
-    state: State,
+    caller: Caller,
+    app_state: State,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
-    after = _parse_cursor(cursor)
-    _require_run(state.engine, run_id)
-    with state.engine.connect() as conn:
+    after = _parse_event_cursor(cursor)
+    with app_state.engine.connect() as conn:
+        _visible_run(conn, run_id, caller)
         events = event_queries.list_events(conn, run_id, after_id=after, limit=limit)
     return EventPage(
         events=[
@@ -157,14 +350,17 @@ def get_events(
     responses={
         202: {"description": "Abort under way; the request will end `aborted`."},
         200: {"description": "The request had already ended; nothing was done."},
+        **problem_responses(401, 404, 503),
     },
 )
-async def abort_run(run_id: str, state: State) -> AbortResponse | JSONResponse:
-    if state.temporal is None:
+async def abort_run(run_id: str, caller: Caller, app_state: State) -> AbortResponse | JSONResponse:
+    if app_state.temporal is None:
         return problem(
             503, "unavailable", "Workflow engine unavailable", "Temporal is not connected"
         )
-    outcome = await abort_request(state.engine, state.temporal, run_id)
+    outcome = await abort_request(
+        app_state.engine, app_state.temporal, run_id, workspace_id=caller.workspace_id
+    )
     run = outcome.run
     if not outcome.accepted:
         return AbortResponse(

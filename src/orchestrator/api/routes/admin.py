@@ -1,0 +1,143 @@
+"""``/admin/keys`` (admin keys only) and ``/workspaces/{id}/callback-secret``.
+
+Secrets (a new API key, a callback secret) appear in exactly one response each, the one
+that created them, marked ``Cache-Control: no-store``; listings show key ids only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from orchestrator.api.auth import AdminCaller, Caller
+from orchestrator.api.deps import State
+from orchestrator.api.errors import problem_responses
+from orchestrator.api.schemas import (
+    ID_PATTERN,
+    CreatedKey,
+    CreateKeyRequest,
+    KeyList,
+    KeyView,
+    RotatedSecret,
+)
+from orchestrator.db.queries import api_keys as key_queries
+from orchestrator.domain.errors import NotFound
+from orchestrator.security.api_keys import display_key
+from orchestrator.service import auth
+from orchestrator.service.workspaces import rotate_callback_secret
+
+router = APIRouter(tags=["admin"])
+
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def key_view(record: key_queries.ApiKeyRecord) -> KeyView:
+    return KeyView(
+        key_id=record.id,
+        display=display_key(record.id),
+        workspace_id=record.workspace_id,
+        admin=record.admin,
+        name=record.name,
+        created_at=record.created_at,
+        revoked_at=record.revoked_at,
+        last_used_at=record.last_used_at,
+    )
+
+
+@router.post(
+    "/admin/keys",
+    status_code=201,
+    response_model=CreatedKey,
+    summary="Create an API key (workspace-scoped, or admin when workspaceId is null).",
+    responses=problem_responses(401, 403, 413, 422),
+)
+async def create_key(body: CreateKeyRequest, _admin: AdminCaller, app_state: State) -> JSONResponse:
+    server_key = app_state.settings.callback_secret_key.get_secret_value()
+
+    def create() -> auth.CreatedKey:
+        with app_state.engine.begin() as conn:
+            return auth.create_key(
+                conn,
+                workspace_id=body.workspace_id,
+                name=body.name,
+                callback_secret_key=server_key,
+            )
+
+    created = await asyncio.to_thread(create)
+    view = CreatedKey(
+        **key_view(created.record).model_dump(),
+        api_key=created.plaintext,
+        callback_secret=created.callback_secret,
+    )
+    return JSONResponse(
+        view.model_dump(mode="json", by_alias=True), status_code=201, headers=NO_STORE
+    )
+
+
+@router.get(
+    "/admin/keys",
+    response_model=KeyList,
+    summary="List API keys (ids and metadata only; never the keys).",
+    responses=problem_responses(401, 403),
+)
+def list_keys(
+    _admin: AdminCaller,
+    app_state: State,
+    workspace_id: Annotated[str | None, Query(alias="workspaceId")] = None,
+) -> KeyList:
+    with app_state.engine.connect() as conn:
+        records = key_queries.list_keys(conn, workspace_id=workspace_id)
+    return KeyList(keys=[key_view(r) for r in records])
+
+
+@router.delete(
+    "/admin/keys/{key_id}",
+    response_model=KeyView,
+    summary="Revoke an API key; it stops working at once. Idempotent.",
+    responses=problem_responses(401, 403, 404),
+)
+def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
+    with app_state.engine.begin() as conn:
+        if not key_queries.revoke_key(conn, key_id):
+            raise NotFound(f"API key {key_id} does not exist", field="keyId")
+        record = key_queries.get_key(conn, key_id)
+    assert record is not None
+    return key_view(record)
+
+
+@router.post(
+    "/workspaces/{workspace_id}/callback-secret",
+    response_model=RotatedSecret,
+    summary="Rotate the workspace's callback signing secret; the new one is shown once.",
+    description="For a grace period (24 h by default) callbacks carry two signatures, one "
+    "with the new secret and one with the previous, so receivers can switch without "
+    "missing a callback.",
+    responses=problem_responses(401, 404),
+)
+async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> JSONResponse:
+    if not caller.may_see(workspace_id) or not re.match(ID_PATTERN, workspace_id):
+        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
+    settings = app_state.settings
+
+    def rotate() -> RotatedSecret:
+        with app_state.engine.begin() as conn:
+            rotated = rotate_callback_secret(
+                conn,
+                workspace_id,
+                server_key=settings.callback_secret_key.get_secret_value(),
+                grace=timedelta(seconds=settings.callback_secret_grace_seconds),
+            )
+        return RotatedSecret(
+            workspace_id=rotated.workspace_id,
+            callback_secret=rotated.callback_secret,
+            rotated_at=rotated.rotated_at,
+            previous_valid_until=rotated.previous_valid_until,
+        )
+
+    view = await asyncio.to_thread(rotate)
+    return JSONResponse(view.model_dump(mode="json", by_alias=True), headers=NO_STORE)
