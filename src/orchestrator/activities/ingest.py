@@ -4,15 +4,15 @@ Resumable and idempotent: the cursor (the child's ``ingest_offset``) is committe
 page, and rows are keyed by (child, item index), so a retry or a new worker after a crash
 continues where the last committed page ended and never stores a row twice. The next page is
 downloaded while the current one is written, since download and insert each take about half
-the time. Pages are read until a short page, because the dataset's ``itemCount`` lags.
+the time; items arrive as JSON Lines and are stored as they came, never decoded. Pages are
+read until a short page, because the dataset's ``itemCount`` lags.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
+from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -27,9 +27,24 @@ from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import IngestInput, IngestResult
 
 
-def encode_items(items: list[Any]) -> list[str]:
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    return [dumps(item) for item in items]
+def store_page(
+    conn: Connection,
+    run: run_queries.RunRecord,
+    child: run_queries.ChildRecord,
+    offset: int,
+    encoded: list[str],
+) -> None:
+    """Rows, cursor and event of one page, in one transaction."""
+    write_page(conn, run, child, offset, encoded)
+    end = offset + len(encoded)
+    append_event(
+        conn,
+        run.id,
+        "child.ingest_page",
+        f"actor run {child.idx}: stored {len(encoded)} item(s), {end} so far",
+        child_id=child.id,
+        data={"offset": end, "count": len(encoded)},
+    )
 
 
 class IngestActivities:
@@ -60,10 +75,19 @@ class IngestActivities:
                 data={"offset": offset, "attempt": activity.info().attempt},
             )
 
-        async def fetch(at: int) -> list[Any]:
+        async def fetch(at: int) -> list[str]:
             try:
                 return await deps.platform.dataset_page(params.dataset_id, at, page_size)
             except PlatformError as exc:
+                await deps.tx(
+                    append_event,
+                    run.id,
+                    "child.ingest_error",
+                    f"actor run {child.idx}: reading the dataset at item {at} failed "
+                    f"({exc.kind}, attempt {activity.info().attempt}): {exc.message}",
+                    child_id=child.id,
+                    data={"offset": at, "kind": exc.kind.value, "status": exc.status_code},
+                )
                 raise as_activity_error(exc) from None
 
         pages = 0
@@ -74,19 +98,10 @@ class IngestActivities:
                 short = len(items) < page_size
                 if not short:
                     next_page = asyncio.create_task(fetch(offset + len(items)))
-                encoded = encode_items(items)
-                await deps.tx(write_page, run, child, offset, encoded)
+                await deps.tx(store_page, run, child, offset, items)
                 offset += len(items)
                 pages += 1
                 activity.heartbeat(offset)
-                await deps.tx(
-                    append_event,
-                    run.id,
-                    "child.ingest_page",
-                    f"actor run {child.idx}: stored {len(items)} item(s), {offset} so far",
-                    child_id=child.id,
-                    data={"offset": offset, "count": len(items)},
-                )
                 if short:
                     break
         finally:

@@ -162,9 +162,13 @@ class ApifyPlatform:
             raise _translate(exc) from None
         return None
 
-    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[str]:
+        # JSON Lines: one item per line, so rows are stored without being decoded and
+        # encoded again (about half of what an ingest would otherwise spend).
         try:
-            page = await self._client.dataset(dataset_id).list_items(offset=offset, limit=limit)
+            body = await self._client.dataset(dataset_id).get_items_as_bytes(
+                item_format="jsonl", offset=offset, limit=limit
+            )
         except _TRANSIENT as exc:
             raise _translate(exc) from None
-        return list(page.items)
+        return [line for line in body.decode("utf-8").split("\n") if line.strip()]
