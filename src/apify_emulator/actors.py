@@ -71,6 +71,8 @@ class RunScript:
     params: Mapping[str, Any]
     item_count_lag_secs: float = 0.0
     page_delay_ms: float = 0.0
+    # Ignores its timeout and never ends: a run the platform lost track of (backstop tests).
+    stuck: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +86,7 @@ class RunScript:
             "params": dict(self.params),
             "item_count_lag_secs": self.item_count_lag_secs,
             "page_delay_ms": self.page_delay_ms,
+            "stuck": self.stuck,
         }
 
     @classmethod
@@ -111,7 +114,7 @@ def _canonical(value: Any) -> str:
 
 def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> RunScript:
     """Fix the run's script from its input. Raises ApiError(400) on unusable input."""
-    common = {
+    common: dict[str, Any] = {
         "item_count_lag_secs": _num(inp, "itemCountLagSecs", 0),
         "page_delay_ms": _num(inp, "pageDelayMs", 0),
     }
@@ -148,9 +151,11 @@ def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> 
         message = inp.get("failureMessage") if final_status != "SUCCEEDED" else None
         if max_items is not None:
             count = min(count, max_items)
+        stuck = inp.get("stuck") is True
         return RunScript(
             kind="generator",
-            duration_secs=_duration(inp, actor.default_duration_secs),
+            duration_secs=None if stuck else _duration(inp, actor.default_duration_secs),
+            stuck=stuck,
             final_status=final_status,
             running_message=str(inp.get("statusMessage") or "Generating items"),
             final_message=str(message) if message else None,

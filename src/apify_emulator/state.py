@@ -83,7 +83,9 @@ class RunRecord:
         phases = [Phase("READY", s, "Starting the Actor run"), Phase("RUNNING", running_at, None)]
         dur = self.script.duration_secs
         natural_end = None if dur is None else running_at + dur * k
-        timeout_at = s + self.timeout_secs * k if self.timeout_secs > 0 else None
+        timeout_at = (
+            s + self.timeout_secs * k if self.timeout_secs > 0 and not self.script.stuck else None
+        )
         ending: list[Phase]
         if timeout_at is not None and (natural_end is None or timeout_at < natural_end):
             ending = self._timing_out(timeout_at, cfg)

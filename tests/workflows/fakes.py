@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,14 +108,14 @@ class FakePlatform:
         run.aborted = True
         return self._view(run)
 
-    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[Any]:
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[str]:
         self.page_calls += 1
         run = self.runs[dataset_id.removeprefix("ds-")]
         if offset in run.script.failing_page_offsets:
             run.script.failing_page_offsets.discard(offset)
             raise retryable(f"dataset page at {offset} failed")
         end = min(run.script.items, offset + limit)
-        return [{"index": i, "actor": run.actor_id} for i in range(offset, end)]
+        return [json.dumps({"index": i, "actor": run.actor_id}) for i in range(offset, end)]
 
 
 def permanent(message: str) -> PlatformError:

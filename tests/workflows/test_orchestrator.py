@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from sqlalchemy import select
 
 from orchestrator.db.queries import events as event_queries
@@ -107,8 +110,6 @@ async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -
             await poller.describe()
             break
         except Exception:
-            import asyncio
-
             await asyncio.sleep(0.1)
     for _ in range(2):
         await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type="ACTOR.RUN.SUCCEEDED"))
@@ -119,3 +120,30 @@ async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -
     assert result.state == RunState.SUCCEEDED
     with harness.engine.connect() as conn:
         assert item_queries.count_items(conn, record.id) == 2
+
+
+async def test_signals_out_of_order_or_lying_change_nothing_but_timing(harness: Harness) -> None:
+    harness.platform.scripts["ultron~leadgen"] = Script(items=5, polls_to_finish=3)
+    record = await submit_request(
+        harness.engine, harness.env.client, harness.task_queue, request({"actor": "ultron-leadgen"})
+    )
+    poller = harness.env.client.get_workflow_handle(poller_workflow_id(f"{record.id}.0"))
+    # Before the poller exists a signal is refused; the poller's first look covers it.
+    for event in ("ACTOR.RUN.FAILED", "ACTOR.RUN.ABORTED", "ACTOR.RUN.SUCCEEDED"):
+        for _ in range(100):
+            try:
+                await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type=event))
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+    handle = harness.env.client.get_workflow_handle(
+        orchestrator_workflow_id(record.id), result_type=OrchestratorResult
+    )
+    assert (await handle.result()).state == RunState.SUCCEEDED
+    with harness.engine.connect() as conn:
+        (child,) = run_queries.get_children(conn, record.id)
+    assert child.state is ChildState.SUCCEEDED and child.items_ingested == 5
+    # A signal to a poller that has finished is refused by Temporal, and harmless.
+    with contextlib.suppress(Exception):
+        await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type="ACTOR.RUN.FAILED"))
+    assert (await handle.result()).state == RunState.SUCCEEDED

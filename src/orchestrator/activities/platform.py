@@ -90,6 +90,7 @@ class PlatformActivities:
             failure=child.status_message if child.state.terminal else None,
             poll_long_wait_seconds=config.poll_long_wait_seconds,
             polls_per_workflow_run=config.polls_per_workflow_run,
+            ingest_heartbeat_seconds=config.ingest_heartbeat_seconds,
         )
 
     async def _adopt(self, child: run_queries.ChildRecord, run: PlatformRun, how: str) -> None:
@@ -131,6 +132,15 @@ class PlatformActivities:
                 )
             except PlatformError as exc:
                 raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
+            await deps.tx(
+                append_event,
+                child.run_id,
+                "child.spawn_lookup",
+                f"looked for a platform run started by an earlier attempt: "
+                f"{existing.id if existing else 'none'}",
+                child_id=child.id,
+                data={"attempt": attempt, "found": existing.id if existing else None},
+            )
             if existing is not None:
                 await deps.tx(
                     append_event,
@@ -171,19 +181,7 @@ class PlatformActivities:
                 child.platform_actor_id, child.input, options, [hook]
             )
         except PlatformError as exc:
-            await deps.tx(
-                append_event,
-                child.run_id,
-                "child.spawn_error",
-                f"starting actor run {child.idx} failed ({exc.kind}): {exc.message}",
-                child_id=child.id,
-                data={
-                    "attempt": attempt,
-                    "kind": exc.kind.value,
-                    "status": exc.status_code,
-                    "type": exc.error_type,
-                },
-            )
+            await self._log_failure(child, "child.spawn_error", "starting the run", exc)
             if exc.kind is ErrorKind.PERMANENT:
                 await deps.tx(
                     run_queries.transition_child,
@@ -196,6 +194,25 @@ class PlatformActivities:
         await self._adopt(child, run, "started as")
         return self._result(await self._reload(child.id))
 
+    async def _log_failure(
+        self, child: run_queries.ChildRecord, kind: str, what: str, exc: PlatformError
+    ) -> None:
+        """Record a failed platform call; Temporal retries it unless it is permanent."""
+        attempt = activity.info().attempt
+        await self._deps.tx(
+            append_event,
+            child.run_id,
+            kind,
+            f"actor run {child.idx}: {what} failed ({exc.kind}, attempt {attempt}): {exc.message}",
+            child_id=child.id,
+            data={
+                "attempt": attempt,
+                "kind": exc.kind.value,
+                "status": exc.status_code,
+                "type": exc.error_type,
+            },
+        )
+
     async def _reload(self, child_id: str) -> run_queries.ChildRecord:
         child = await self._deps.tx(run_queries.get_child, child_id)
         if child is None:
@@ -206,11 +223,12 @@ class PlatformActivities:
     async def poll_platform_run(self, params: PollInput) -> PollResult:
         """Read the run's status from the platform (authoritative) and record it."""
         deps = self._deps
+        child = await self._reload(params.child_id)
         try:
             run = await deps.platform.get_run(params.platform_run_id, wait_secs=params.wait_secs)
         except PlatformError as exc:
+            await self._log_failure(child, "child.poll_error", "reading the run's status", exc)
             raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
-        child = await self._reload(params.child_id)
         if run is None:
             raise ApplicationError(
                 f"platform run {params.platform_run_id} was not found",

@@ -121,7 +121,8 @@ class PollerWorkflow:
                     reason=reason,
                 ),
                 result_type=PollResult,
-                start_to_close_timeout=policies.POLL_TIMEOUT,
+                # A long poll holds the call open for ``wait`` seconds on the platform.
+                start_to_close_timeout=policies.POLL_TIMEOUT + timedelta(seconds=wait),
                 retry_policy=policies.POLL_RETRY,
             )
             polls += 1
@@ -138,7 +139,7 @@ class PollerWorkflow:
                 IngestInput(child_id=params.child_id, dataset_id=params.dataset_id),
                 result_type=IngestResult,
                 start_to_close_timeout=policies.INGEST_TIMEOUT,
-                heartbeat_timeout=policies.INGEST_HEARTBEAT,
+                heartbeat_timeout=timedelta(seconds=params.ingest_heartbeat_seconds),
                 retry_policy=policies.INGEST_RETRY,
             )
         except ActivityError as err:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select
 
 from orchestrator.db.queries._common import as_utc, insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import scrape_events
@@ -82,3 +82,44 @@ def list_events(
         )
         for row in rows
     ]
+
+
+# Which logged events stand for one platform API call each, and of which kind.
+PLATFORM_CALL_KINDS = {
+    "child.spawn_attempt": "start",
+    "child.spawn_lookup": "lookup",
+    "child.poll": "status",
+    "child.ingest_page": "datasetPage",
+    "child.abort": "abort",
+}
+
+
+def platform_calls(conn: Connection, run_id: str) -> dict[str, dict[str, int]]:
+    """Platform API calls made for each child of a request, by kind (from the event log).
+
+    Calls the HTTP client retried by itself (429, 5xx) count once: this is what the
+    orchestrator asked for, not what crossed the wire.
+    """
+    rows = conn.execute(
+        select(scrape_events.c.child_id, scrape_events.c.kind, func.count())
+        .where(
+            scrape_events.c.run_id == run_id,
+            scrape_events.c.kind.in_(list(PLATFORM_CALL_KINDS)),
+            scrape_events.c.child_id.is_not(None),
+        )
+        .group_by(scrape_events.c.child_id, scrape_events.c.kind)
+    ).all()
+    calls: dict[str, dict[str, int]] = {}
+    for child_id, kind, count in rows:
+        calls.setdefault(child_id, {})[PLATFORM_CALL_KINDS[kind]] = int(count)
+    return calls
+
+
+def event_exists(conn: Connection, dedupe_key: str) -> bool:
+    """Whether a one-off event with ``dedupe_key`` has been recorded."""
+    return (
+        conn.execute(
+            select(scrape_events.c.id).where(scrape_events.c.dedupe_key == dedupe_key)
+        ).first()
+        is not None
+    )

@@ -1,0 +1,94 @@
+"""Helpers for end-to-end tests: the API as a caller sees it, and the emulator's controls."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from orchestrator.cli.devstack import DevStack
+
+from .helpers import eventually
+
+EMULATOR_TOKEN = "emulator-token"
+
+
+def api_client(stack: DevStack) -> httpx.Client:
+    """A client of the orchestrator's API, authenticated as the stack's admin if it has one."""
+    headers = {}
+    key = stack.env.get("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.Client(base_url=stack.urls["api"], timeout=30, headers=headers)
+
+
+def emulator_client(stack: DevStack) -> httpx.Client:
+    return httpx.Client(
+        base_url=stack.urls["emulator"],
+        timeout=30,
+        headers={"Authorization": f"Bearer {EMULATOR_TOKEN}"},
+    )
+
+
+def submit(api: httpx.Client, body: dict[str, Any]) -> str:
+    response = api.post("/runs", json=body)
+    assert response.status_code == 202, response.text
+    run_id: str = response.json()["runId"]
+    return run_id
+
+
+def wait_terminal(api: httpx.Client, run_id: str, timeout: float = 120) -> dict[str, Any]:
+    def terminal() -> dict[str, Any] | None:
+        run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
+        return run if run["terminal"] else None
+
+    run = eventually(terminal, timeout=timeout, description=f"run {run_id} to end")
+    assert run is not None
+    return run
+
+
+def all_items(api: httpx.Client, run_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        page = api.get(f"/runs/{run_id}/items", params=params).json()
+        items.extend(page["items"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            return items
+
+
+def events(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if cursor:
+            params["cursor"] = cursor
+        page = api.get(f"/runs/{run_id}/events", params=params).json()
+        found.extend(page["events"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            return found
+
+
+def event_kinds(api: httpx.Client, run_id: str) -> Counter[str]:
+    return Counter(e["kind"] for e in events(api, run_id))
+
+
+def platform_run_count(emulator: httpx.Client) -> int:
+    """How many runs the platform has ever created."""
+    total: int = emulator.get("/v2/actor-runs", params={"limit": 1}).json()["data"]["total"]
+    return total
+
+
+def generator(**script: Any) -> dict[str, Any]:
+    return {"actor": "ultron-generator", "input": script}
+
+
+def request(*runs: dict[str, Any], workspace: str = "ws_e2e") -> dict[str, Any]:
+    return {"workspaceId": workspace, "runs": list(runs)}

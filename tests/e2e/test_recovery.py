@@ -1,0 +1,146 @@
+"""Killed and restarted processes: every row arrives exactly once, no run starts twice."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from orchestrator.cli.devstack import DevStack
+
+from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
+from .helpers import eventually
+from .support import (
+    all_items,
+    api_client,
+    emulator_client,
+    event_kinds,
+    generator,
+    platform_run_count,
+    request,
+    submit,
+    wait_terminal,
+)
+
+pytestmark = pytest.mark.e2e
+
+# Slow pages (the emulator scales pageDelayMs by its time scale) so a kill lands mid-ingest.
+BIG = generator(items=30_000, itemBytes=200, durationSecs=1, pageDelayMs=600)
+
+
+@pytest.fixture(scope="module")
+def pg_stack(
+    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str
+) -> Iterator[DevStack]:
+    """A second stack whose app database is PostgreSQL."""
+    dev_stack = DevStack(
+        tmp_path_factory.mktemp("pg-stack"),
+        free_stack_ports(),
+        extra_env=E2E_ENV | {"ORCHESTRATOR_DATABASE_URL": module_postgres_url},
+        emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
+        temporal_ui=False,
+    )
+    with dev_stack:
+        yield dev_stack
+
+
+def ingested(api: httpx.Client, run_id: str) -> int:
+    total: int = api.get(f"/runs/{run_id}").json()["itemsTotal"]
+    return total
+
+
+def assert_exactly_once(api: httpx.Client, run_id: str, expected: int) -> None:
+    items = all_items(api, run_id)
+    keys = [(i["childId"], i["itemIndex"]) for i in items]
+    assert len(keys) == expected
+    assert len(set(keys)) == expected
+    assert sorted(k[1] for k in keys) == list(range(expected))
+
+
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_worker_killed_mid_ingest_loses_and_duplicates_nothing(
+    request: pytest.FixtureRequest, database: str
+) -> None:
+    stack: DevStack = request.getfixturevalue("stack" if database == "sqlite" else "pg_stack")
+    with api_client(stack) as api:
+        run_id = submit(api, {"workspaceId": "ws_kill", "runs": [BIG]})
+        eventually(lambda: 3_000 <= ingested(api, run_id) < 25_000, timeout=90)
+        stack.kill("worker")
+        stack.start_component("worker")
+        run = wait_terminal(api, run_id, timeout=180)
+        assert run["state"] == "succeeded"
+        assert run["itemsTotal"] == 30_000
+        assert_exactly_once(api, run_id, 30_000)
+        assert event_kinds(api, run_id)["child.ingest_resume"] >= 1
+
+
+def test_the_api_can_restart_at_any_time(stack: DevStack) -> None:
+    with api_client(stack) as api:
+        run_id = submit(api, request(generator(items=5_000, durationSecs=3, pageDelayMs=100)))
+        stack.restart("api")
+        run = wait_terminal(api, run_id)
+        assert run["state"] == "succeeded"
+        assert_exactly_once(api, run_id, 5_000)
+
+
+def test_stopping_the_whole_stack_mid_run_and_starting_it_again(tmp_path: Path) -> None:
+    """``orchestrator dev`` stopped with Ctrl-C and started again resumes work in flight."""
+    dev_stack = DevStack(
+        tmp_path / "var",
+        free_stack_ports(),
+        extra_env=E2E_ENV,
+        emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
+        temporal_ui=False,
+    )
+    with dev_stack:
+        with api_client(dev_stack) as api:
+            run_id = submit(
+                api,
+                request(
+                    BIG,
+                    generator(items=700, durationSecs=20),
+                    generator(items=50, durationSecs=1),
+                ),
+            )
+            eventually(lambda: 1_000 <= ingested(api, run_id) < 25_000, timeout=90)
+        dev_stack.stop()
+        dev_stack.start()
+        with api_client(dev_stack) as api, emulator_client(dev_stack) as emulator:
+            run = wait_terminal(api, run_id, timeout=180)
+            assert run["state"] == "succeeded"
+            assert [c["itemsIngested"] for c in run["children"]] == [30_000, 700, 50]
+            assert len(all_items(api, run_id)) == 30_750
+            assert platform_run_count(emulator) == 3
+
+
+def test_a_hundred_children_complete(stack: DevStack) -> None:
+    with api_client(stack) as api:
+        body = request(*[generator(items=20, durationSecs=2, seed=str(i)) for i in range(100)])
+        run_id = submit(api, body)
+        run = wait_terminal(api, run_id, timeout=240)
+        assert run["state"] == "succeeded"
+        assert run["counts"]["succeeded"] == 100
+        assert run["itemsTotal"] == 2_000
+        assert len(all_items(api, run_id)) == 2_000
+
+
+def test_postgres_stack_stores_rows_in_postgres(
+    pg_stack: DevStack, module_postgres_url: str
+) -> None:
+    with api_client(pg_stack) as api:
+        marker = secrets.token_hex(4)
+        run_id = submit(api, request(generator(items=10, seed=marker), workspace=f"ws_{marker}"))
+        assert wait_terminal(api, run_id)["state"] == "succeeded"
+    engine = create_engine(module_postgres_url)
+    with engine.connect() as conn:
+        count = conn.execute(
+            text("SELECT count(*) FROM scrape_items WHERE run_id = :r"), {"r": run_id}
+        ).scalar_one()
+    engine.dispose()
+    assert count == 10
