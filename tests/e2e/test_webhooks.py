@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,20 +57,6 @@ def poll_reasons(api: httpx.Client, run_id: str) -> list[str]:
     return [e["data"]["reason"] for e in events(api, run_id) if e["kind"] == "child.poll"]
 
 
-def calls_by_child(api: httpx.Client, run_id: str) -> dict[str, Counter[str]]:
-    kinds = {
-        "child.spawn_attempt": "start",
-        "child.spawn_lookup": "lookup",
-        "child.poll": "status",
-        "child.ingest_page": "page",
-    }
-    calls: dict[str, Counter[str]] = {}
-    for event in events(api, run_id):
-        if event["kind"] in kinds:
-            calls.setdefault(event["childId"], Counter())[kinds[event["kind"]]] += 1
-    return calls
-
-
 def test_the_webhook_ends_a_run_long_before_the_poll_interval(slow_poll_stack: DevStack) -> None:
     with api_client(slow_poll_stack) as api:
         # 10 s scripted (2 s at the stack's time scale): longer than the first long poll.
@@ -83,7 +68,9 @@ def test_the_webhook_ends_a_run_long_before_the_poll_interval(slow_poll_stack: D
         kinds = event_kinds(api, run_id)
         assert kinds["child.webhook"] == 1
         # Economy on the webhook path: at most 3 + ceil(items / page size) platform calls.
-        (calls,) = calls_by_child(api, run_id).values()
+        (child,) = run["children"]
+        calls = child["platformCalls"]
+        assert calls["start"] == 1 and calls["datasetPage"] == 3
         assert sum(calls.values()) <= 3 + math.ceil(2_500 / 1_000)
 
 
@@ -159,15 +146,17 @@ def test_the_receiver_rejects_what_it_cannot_trust_with_no_side_effect(stack: De
             (post_webhook(stack, child, b"{not json", good), 400),
             (post_webhook(stack, child, b"[1, 2]", good), 400),
             (post_webhook(stack, child, b"{" + b" " * 600_000 + b"}", good), 413),
+            (post_webhook(stack, child, payload("someOtherRunId"), good), 409),
         ]
         for response, status in cases:
             assert response.status_code == status, response.text
             assert response.headers["content-type"].startswith("application/problem+json")
         assert len(events(api, run_id)) == before
         # A genuine but late webhook (the child has finished) is accepted and harmless.
-        late = post_webhook(stack, child, payload(), good, dispatch_id="late-1")
+        platform_run = run["children"][0]["platformRunId"]
+        late = post_webhook(stack, child, payload(platform_run), good, dispatch_id="late-1")
         assert late.status_code == 202
-        again = post_webhook(stack, child, payload(), good, dispatch_id="late-1")
+        again = post_webhook(stack, child, payload(platform_run), good, dispatch_id="late-1")
         assert again.status_code == 202
         assert event_kinds(api, run_id)["child.webhook"] <= 2  # the run's own + "late-1" once
         assert wait_terminal(api, run_id)["state"] == "succeeded"

@@ -142,6 +142,11 @@ class ChildView(ApiModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    platform_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="Platform API calls made for this actor run, by kind "
+        "(start, lookup, status, datasetPage, abort); the HTTP client's own retries count once.",
+    )
 
 
 class RunCounts(ApiModel):

@@ -27,15 +27,19 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL of the app database (sqlite:///path or "
         "postgresql+psycopg://user@host/db).",
     )
-    temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
-    task_queue: str = "scraper-orchestrator"
+    temporal_address: str = Field(default="127.0.0.1:7233", description="host:port of Temporal.")
+    temporal_namespace: str = Field(default="default", description="Temporal namespace.")
+    task_queue: str = Field(
+        default="scraper-orchestrator", description="Task queue of the workers' workflows."
+    )
 
     apify_api_url: str = Field(
         default="http://127.0.0.1:8765",
         description="Base URL of the Apify API (the local emulator by default).",
     )
-    apify_token: SecretStr = SecretStr("emulator-token")
+    apify_token: SecretStr = Field(
+        default=SecretStr("emulator-token"), description="Apify API token (sent as a bearer)."
+    )
 
     public_url: str = Field(
         default="http://127.0.0.1:8000",
@@ -46,14 +50,18 @@ class Settings(BaseSettings):
         description="Server secret from which each child's platform-webhook secret is derived.",
     )
 
-    poll_interval_seconds: float = Field(default=60.0, gt=0)
+    poll_interval_seconds: float = Field(
+        default=60.0, gt=0, description="Backstop poll interval when no webhook arrives."
+    )
     default_timeout_grace_seconds: float = Field(
         default=600.0, ge=0, description="Added to a child's timeoutSec to form its backstop cap."
     )
     default_cap_seconds: float = Field(
         default=4 * 3600.0, gt=0, description="Backstop cap for a child that gives no timeoutSec."
     )
-    dataset_page_size: int = Field(default=1000, gt=0, le=100_000)
+    dataset_page_size: int = Field(
+        default=1000, gt=0, le=100_000, description="Items per dataset page read by an ingest."
+    )
     poll_long_wait_seconds: int = Field(
         default=10,
         ge=0,
@@ -72,7 +80,9 @@ class Settings(BaseSettings):
         description="HTTP timeout of a start call; an unanswered start is "
         "looked up on the platform before another is sent.",
     )
-    reconcile_interval_seconds: float = Field(default=60.0, gt=0)
+    reconcile_interval_seconds: float = Field(
+        default=60.0, gt=0, description="How often the drift reconciler runs."
+    )
     ingest_heartbeat_seconds: float = Field(
         default=30.0, gt=0, description="An ingest silent this long is retried on another worker."
     )
@@ -82,8 +92,8 @@ class Settings(BaseSettings):
         description="JSON file seeding the actor registry; the bundled demo registry when unset.",
     )
 
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
+    api_host: str = Field(default="127.0.0.1", description="Interface the API binds.")
+    api_port: int = Field(default=8000, description="Port the API binds.")
 
     # -- API security and limits (docs/API.md) --------------------------------------------
     bootstrap_admin_key: SecretStr | None = Field(

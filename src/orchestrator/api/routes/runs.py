@@ -237,7 +237,8 @@ def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
     with app_state.engine.connect() as conn:
         run = _visible_run(conn, run_id, caller)
         children = run_queries.get_children(conn, run_id)
-    return run_view(run, children)
+        calls = event_queries.platform_calls(conn, run_id)
+    return run_view(run, children, calls)
 
 
 @router.get(

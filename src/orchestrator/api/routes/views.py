@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from orchestrator.api.schemas import ChildView, RunCounts, RunSummary, RunView
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.domain.lifecycle import ChildState
 
 
-def child_view(child: ChildRecord) -> ChildView:
+def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> ChildView:
     return ChildView(
         id=child.id,
         index=child.idx,
@@ -23,10 +25,16 @@ def child_view(child: ChildRecord) -> ChildView:
         created_at=child.created_at,
         started_at=child.started_at,
         finished_at=child.finished_at,
+        platform_calls=dict(calls or {}),
     )
 
 
-def run_view(run: RunRecord, children: list[ChildRecord]) -> RunView:
+def run_view(
+    run: RunRecord,
+    children: list[ChildRecord],
+    platform_calls: Mapping[str, Mapping[str, int]] | None = None,
+) -> RunView:
+    calls = platform_calls or {}
     return RunView(
         id=run.id,
         workspace_id=run.workspace_id,
@@ -44,7 +52,7 @@ def run_view(run: RunRecord, children: list[ChildRecord]) -> RunView:
         created_at=run.created_at,
         updated_at=run.updated_at,
         finished_at=run.finished_at,
-        children=[child_view(c) for c in children],
+        children=[child_view(c, calls.get(c.id)) for c in children],
     )
 
 

@@ -36,6 +36,21 @@ router = APIRouter(tags=["webhooks"])
 MAX_WEBHOOK_BYTES = 512 * 1024
 
 
+async def _read_at_most(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed ``limit`` (never buffered past it)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 @router.post("/webhooks/platform", status_code=202, summary="Receiver of platform webhooks.")
 async def platform_webhook(request: Request, state: State) -> JSONResponse:
     child_id = request.query_params.get(WEBHOOK_CHILD_PARAM, "")
@@ -44,8 +59,8 @@ async def platform_webhook(request: Request, state: State) -> JSONResponse:
     if not child_id or not token or not verify_webhook_token(secret, child_id, token):
         log.warning("rejected a platform webhook with a missing or bad token")
         return problem(401, "unauthorized", "Unauthorized", "missing or invalid webhook token")
-    body = await request.body()
-    if len(body) > MAX_WEBHOOK_BYTES:
+    body = await _read_at_most(request, MAX_WEBHOOK_BYTES)
+    if body is None:
         return problem(413, "payload-too-large", "Payload too large", "webhook body is too large")
     try:
         payload: Any = json.loads(body)
@@ -58,11 +73,16 @@ async def platform_webhook(request: Request, state: State) -> JSONResponse:
     resource: dict[str, Any] = raw_resource if isinstance(raw_resource, dict) else {}
     dispatch_id = request.headers.get("X-Apify-Webhook-Dispatch-Id", "")
 
-    def record() -> run_queries.ChildRecord | None:
+    named_run = resource.get("id")
+
+    def record() -> tuple[run_queries.ChildRecord | None, bool]:
+        """(child, recorded); a webhook naming another platform run is not recorded."""
         with state.engine.begin() as conn:
             child = run_queries.get_child(conn, child_id)
             if child is None:
-                return None
+                return None, False
+            if child.platform_run_id and named_run and named_run != child.platform_run_id:
+                return child, False
             append_event(
                 conn,
                 child.run_id,
@@ -72,15 +92,20 @@ async def platform_webhook(request: Request, state: State) -> JSONResponse:
                 data={
                     "eventType": event_type,
                     "dispatchId": dispatch_id,
-                    "platformRunId": resource.get("id"),
+                    "platformRunId": named_run,
                 },
                 dedupe_key=f"webhook:{dispatch_id}" if dispatch_id else None,
             )
-            return child
+            return child, True
 
-    child = await asyncio.to_thread(record)
+    child, recorded = await asyncio.to_thread(record)
     if child is None:
         return problem(404, "not-found", "Not found", "no such actor run")
+    if not recorded:
+        log.warning("rejected a platform webhook naming another platform run")
+        return problem(
+            409, "run-mismatch", "Webhook for another run", "the webhook names another platform run"
+        )
     if state.temporal is not None:
         try:
             await state.temporal.get_workflow_handle(poller_workflow_id(child.id)).signal(
