@@ -1,0 +1,45 @@
+"""Record the replay-test histories again: ``python -m tests.workflows.record_histories``.
+
+Run it after a deliberate, compatible change to the workflows' history (and commit the
+result); never to make a failing replay pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.db.engine import build_engine, migrate
+from tests.conftest import temporal_binary
+from tests.workflows.conftest import TEST_CONFIG, Harness, seed
+from tests.workflows.fakes import FakePlatform
+from tests.workflows.test_replay import HISTORIES, record_scenarios
+
+
+async def main() -> None:
+    from orchestrator.activities.deps import ActivityConfig, ActivityDeps
+    from orchestrator.worker import build_worker
+
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal_binary())
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = build_engine(f"sqlite:///{Path(tmp) / 'replay.db'}")
+        migrate(engine)
+        seed(engine)
+        platform = FakePlatform()
+        deps = ActivityDeps(engine=engine, platform=platform, config=ActivityConfig(**TEST_CONFIG))
+        worker = build_worker(env.client, "record-histories", deps)
+        async with worker:
+            harness = Harness(env, engine, platform, "record-histories", worker)
+            recorded = await record_scenarios(harness)
+        engine.dispose()
+    await env.shutdown()
+    HISTORIES.mkdir(exist_ok=True)
+    for name, history in recorded.items():
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

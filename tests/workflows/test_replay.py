@@ -1,0 +1,79 @@
+"""Determinism: recorded workflow histories replay against the current workflow code.
+
+``histories/*.json`` were recorded from real runs (``python -m tests.workflows.test_replay``
+records them again). A change to live workflow code that would break a running workflow
+fails here; such a change belongs behind ``workflow.patched()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from orchestrator.domain.ids import child_id, orchestrator_workflow_id, poller_workflow_id
+from orchestrator.worker import WORKFLOWS
+from tests.workflows.conftest import Harness
+from tests.workflows.fakes import Script
+from tests.workflows.support import request, result_of, run_to_end, submit
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def histories_of(h: Harness, run_id: str, children: int) -> dict[str, WorkflowHistory]:
+    ids = [orchestrator_workflow_id(run_id)] + [
+        poller_workflow_id(child_id(run_id, i)) for i in range(children)
+    ]
+    return {wid: await h.env.client.get_workflow_handle(wid).fetch_history() for wid in ids}
+
+
+async def record_scenarios(h: Harness) -> dict[str, WorkflowHistory]:
+    """A success with a failed sibling and several polls, and an aborted request."""
+    h.platform.scripts["ultron~leadgen"] = Script(items=12, polls_to_finish=2)
+    h.platform.scripts["ultron~similarweb-bulk"] = Script(final_status="FAILED")
+    run_id, _ = await run_to_end(
+        h, request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"})
+    )
+    recorded = {
+        f"partial-{kind}": history
+        for kind, history in zip(
+            ("master", "poller-0", "poller-1"),
+            (await histories_of(h, run_id, 2)).values(),
+            strict=True,
+        )
+    }
+    h.platform.scripts["ultron~generator"] = Script(polls_to_finish=10**9)
+    aborted = await submit(h, request({"actor": "ultron-generator"}))
+    handle = h.env.client.get_workflow_handle(poller_workflow_id(child_id(aborted, 0)))
+    for _ in range(200):
+        try:
+            await handle.describe()
+            break
+        except Exception:
+            await asyncio.sleep(0.05)
+    from orchestrator.service.control import abort_request
+
+    await abort_request(h.engine, h.env.client, aborted)
+    await result_of(h, aborted)
+    for kind, history in zip(
+        ("master", "poller-0"), (await histories_of(h, aborted, 1)).values(), strict=True
+    ):
+        recorded[f"aborted-{kind}"] = history
+    return recorded
+
+
+async def test_fresh_histories_replay(harness: Harness) -> None:
+    recorded = await record_scenarios(harness)
+    replayer = Replayer(workflows=WORKFLOWS)
+    for name, history in recorded.items():
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, f"{name}: {result.replay_failure}"
+
+
+@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
+async def test_recorded_histories_replay(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    await Replayer(workflows=WORKFLOWS).replay_workflow(history)
