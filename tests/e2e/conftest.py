@@ -13,9 +13,12 @@ import socket
 from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 
+import httpx
 import pytest
 
 from orchestrator.cli.devstack import DevStack, StackPorts
+
+from .support import emulator_client
 
 #: Settings for the session's stack: fast polling, scripted runs at a fifth of their length.
 E2E_POLL_INTERVAL_SECONDS = "2"
@@ -62,6 +65,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     )
     with dev_stack:
         yield dev_stack
+
+
+@pytest.fixture
+def emulator(stack: DevStack) -> Iterator[httpx.Client]:
+    """The session stack's emulator (token set); every fault a test adds is removed after."""
+    with emulator_client(stack) as client:
+        client.delete("/_emulator/faults").raise_for_status()
+        yield client
+        client.delete("/_emulator/faults").raise_for_status()
 
 
 @pytest.hookimpl(wrapper=True)

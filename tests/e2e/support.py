@@ -16,11 +16,7 @@ EMULATOR_TOKEN = "emulator-token"
 
 def api_client(stack: DevStack) -> httpx.Client:
     """A client of the orchestrator's API, authenticated as the stack's admin if it has one."""
-    headers = {}
-    key = stack.env.get("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY")
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return httpx.Client(base_url=stack.urls["api"], timeout=30, headers=headers)
+    return httpx.Client(base_url=stack.urls["api"], timeout=30, headers=stack.api_headers)
 
 
 def emulator_client(stack: DevStack) -> httpx.Client:

@@ -13,7 +13,6 @@ from .helpers import eventually
 from .support import (
     all_items,
     api_client,
-    emulator_client,
     event_kinds,
     generator,
     platform_run_count,
@@ -23,15 +22,6 @@ from .support import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def emulator(stack: DevStack) -> Iterator[httpx.Client]:
-    """The emulator's control API; every fault a test adds is removed afterwards."""
-    with emulator_client(stack) as client:
-        client.delete("/_emulator/faults").raise_for_status()
-        yield client
-        client.delete("/_emulator/faults").raise_for_status()
 
 
 @pytest.fixture

@@ -11,35 +11,11 @@ import pytest
 
 from orchestrator.cli.devstack import DevStack
 
-from .helpers import eventually
+from .support import all_items, wait_terminal
 
 pytestmark = pytest.mark.e2e
 
 DEMO = Path(__file__).parents[2] / "examples" / "demo.json"
-
-
-def wait_terminal(api: httpx.Client, run_id: str, timeout: float = 90) -> dict[str, Any]:
-    def terminal() -> dict[str, Any] | None:
-        run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
-        return run if run["terminal"] else None
-
-    run = eventually(terminal, timeout=timeout, description=f"run {run_id} to end")
-    assert run is not None
-    return run
-
-
-def all_items(api: httpx.Client, run_id: str, limit: int = 10) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor:
-            params["cursor"] = cursor
-        page = api.get(f"/runs/{run_id}/items", params=params).json()
-        items.extend(page["items"])
-        cursor = page["nextCursor"]
-        if cursor is None:
-            return items
 
 
 def test_demo_request_succeeds_with_every_row(stack: DevStack) -> None:

@@ -16,7 +16,6 @@ from orchestrator.platform.webhook_auth import WEBHOOK_TOKEN_HEADER, derive_webh
 from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
 from .support import (
     api_client,
-    emulator_client,
     event_kinds,
     events,
     generator,
@@ -43,14 +42,6 @@ def slow_poll_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevSta
     )
     with dev_stack:
         yield dev_stack
-
-
-@pytest.fixture
-def emulator(stack: DevStack) -> Iterator[httpx.Client]:
-    with emulator_client(stack) as client:
-        client.delete("/_emulator/faults").raise_for_status()
-        yield client
-        client.delete("/_emulator/faults").raise_for_status()
 
 
 def poll_reasons(api: httpx.Client, run_id: str) -> list[str]:

@@ -29,9 +29,9 @@ from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.events import append_event
 from orchestrator.db.schema import scrape_runs
 from orchestrator.domain.ids import orchestrator_workflow_id, poller_workflow_id
+from orchestrator.service.launch import start_request_workflow
 from orchestrator.workflows.poller import POLLER_WORKFLOW
-from orchestrator.workflows.scraper import ORCHESTRATOR_WORKFLOW
-from orchestrator.workflows.types import OrchestratorInput, PollerInput, ReconcileResult
+from orchestrator.workflows.types import PollerInput, ReconcileResult
 
 # A child changed this recently may be between its start and its poller: not drift yet.
 DEFAULT_GRACE = timedelta(seconds=60)
@@ -75,13 +75,7 @@ async def reconcile(
             children = run_queries.get_children(conn, run_id)
         master_id = orchestrator_workflow_id(run_id)
         if not await _is_running(client, master_id):
-            await client.start_workflow(
-                ORCHESTRATOR_WORKFLOW,
-                OrchestratorInput(run_id=run_id, child_ids=[c.id for c in children]),
-                id=master_id,
-                task_queue=task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )
+            await start_request_workflow(client, task_queue, run_id, [c.id for c in children])
             await asyncio.to_thread(
                 _note,
                 engine,

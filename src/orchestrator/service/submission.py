@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, delete
 from sqlalchemy.exc import IntegrityError
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.db.queries import registry
@@ -33,7 +32,7 @@ from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.db.schema import scrape_children, scrape_events, scrape_runs
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.errors import UnknownActor
-from orchestrator.domain.ids import child_id, new_run_id, orchestrator_workflow_id
+from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.security.callback_secrets import new_nonce
 from orchestrator.service.errors import (
     IdempotencyKeyReused,
@@ -42,8 +41,7 @@ from orchestrator.service.errors import (
     UnsafeCallbackWebhook,
     WorkspaceRequired,
 )
-from orchestrator.workflows.scraper import ORCHESTRATOR_WORKFLOW
-from orchestrator.workflows.types import OrchestratorInput
+from orchestrator.service.launch import start_request_workflow
 
 log = logging.getLogger(__name__)
 
@@ -216,13 +214,7 @@ async def submit(
     record = submission.run
     child_ids = [child_id(record.id, i) for i in range(record.children_total)]
     try:
-        await temporal.start_workflow(
-            ORCHESTRATOR_WORKFLOW,
-            OrchestratorInput(run_id=record.id, child_ids=child_ids),
-            id=orchestrator_workflow_id(record.id),
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
+        await start_request_workflow(temporal, task_queue, record.id, child_ids)
     except Exception as exc:
         log.exception("could not start the workflow of %s; rolling the request back", record.id)
         await asyncio.to_thread(_forget, engine, record.id)
