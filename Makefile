@@ -21,14 +21,21 @@ test: $(STAMP) lint typecheck
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+# The benchmark (docs/BENCHMARKS.md): full run < 15 min, quick run < 2 min.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench --quick
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

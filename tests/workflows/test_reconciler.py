@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from temporalio.service import RPCError
+
 from orchestrator.activities.reconcile import reconcile
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
@@ -65,6 +67,12 @@ async def test_a_child_without_a_poller_gets_one(harness: Harness) -> None:
     run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
     await eventually(lambda: child_states(harness, run_id) == [ChildState.RUNNING])
     poller = harness.env.client.get_workflow_handle(poller_workflow_id(child_id(run_id, 0)))
+    for _ in range(200):  # the child is running just before its poller is started
+        try:
+            await poller.describe()
+            break
+        except RPCError:
+            await asyncio.sleep(0.05)
     await poller.terminate("drift on purpose")
     assert await repair(harness) == (0, 1)
     assert (await result_of(harness, run_id)).state == RunState.SUCCEEDED

@@ -9,6 +9,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from orchestrator.db.engine import read_only
 from orchestrator.platform.port import Platform
 
 P = ParamSpec("P")
@@ -50,6 +51,20 @@ class ActivityDeps:
 
         def run() -> T:
             with self.engine.begin() as conn:
+                return fn(conn, *args, **kwargs)
+
+        return await asyncio.to_thread(run)
+
+    async def read(
+        self,
+        fn: Callable[Concatenate[Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Like :meth:`tx` for ``fn`` that only reads: on SQLite it never waits for a writer."""
+
+        def run() -> T:
+            with read_only(self.engine).connect() as conn:
                 return fn(conn, *args, **kwargs)
 
         return await asyncio.to_thread(run)

@@ -108,12 +108,12 @@ class PlatformActivities:
     async def start_actor_run(self, params: StartChildInput) -> StartChildResult:
         """Start the child's platform run exactly once, with an ad-hoc webhook back to us."""
         deps = self._deps
-        child = await deps.tx(run_queries.get_child, params.child_id)
+        child = await deps.read(run_queries.get_child, params.child_id)
         if child is None:
             raise _unknown_child(params.child_id)
         if child.platform_run_id is not None or child.state.terminal:
             return self._result(child)
-        run_record = await deps.tx(run_queries.get_run, child.run_id)
+        run_record = await deps.read(run_queries.get_run, child.run_id)
         if run_record is not None and run_record.aborted:
             await deps.tx(
                 run_queries.transition_child,
@@ -214,7 +214,7 @@ class PlatformActivities:
         )
 
     async def _reload(self, child_id: str) -> run_queries.ChildRecord:
-        child = await self._deps.tx(run_queries.get_child, child_id)
+        child = await self._deps.read(run_queries.get_child, child_id)
         if child is None:
             raise _unknown_child(child_id)
         return child

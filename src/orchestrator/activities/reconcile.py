@@ -24,6 +24,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.db.engine import read_only
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.events import append_event
@@ -48,7 +49,7 @@ async def _is_running(client: Client, workflow_id: str) -> bool:
 
 
 def _unfinished_run_ids(engine: Engine) -> list[str]:
-    with engine.connect() as conn:
+    with read_only(engine).connect() as conn:
         return list(
             conn.execute(
                 select(scrape_runs.c.id).where(scrape_runs.c.finished_at.is_(None))
@@ -71,7 +72,7 @@ async def reconcile(
     checked = masters = pollers = 0
     for run_id in await asyncio.to_thread(_unfinished_run_ids, engine):
         checked += 1
-        with engine.connect() as conn:
+        with read_only(engine).connect() as conn:
             children = run_queries.get_children(conn, run_id)
         master_id = orchestrator_workflow_id(run_id)
         if not await _is_running(client, master_id):

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from temporalio.client import Client
 
 from orchestrator.config.settings import Settings
+from orchestrator.db.engine import read_only
 
 
 @dataclass
@@ -17,6 +18,11 @@ class AppState:
     settings: Settings
     engine: Engine
     temporal: Client | None = None
+
+    @property
+    def reader(self) -> Engine:
+        """The engine for read-only requests (they never queue behind ingestion on SQLite)."""
+        return read_only(self.engine)
 
 
 def get_state(request: Request) -> AppState:

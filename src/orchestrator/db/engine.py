@@ -19,6 +19,18 @@ from sqlalchemy.engine import make_url
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
+READ_ONLY_OPTION = "orchestrator_read_only"
+
+
+def read_only(engine: Engine) -> Engine:
+    """The same engine (same pool) for transactions that only read.
+
+    On SQLite they begin DEFERRED, so in WAL mode they never wait for a writer; every other
+    transaction begins IMMEDIATE. Never write through it. No effect on PostgreSQL.
+    """
+    return engine.execution_options(**{READ_ONLY_OPTION: True})
+
+
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
@@ -54,7 +66,10 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(READ_ONLY_OPTION):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import impit
 from apify_client import ApifyClientAsync
@@ -96,6 +97,8 @@ class ApifyPlatform:
             token, api_url=api_url, api_public_url=api_url, max_retries=0
         )
         self._start_timeout = start_timeout
+        base = api_url.rstrip("/")
+        self._api_v2 = base if base.endswith("/v2") else base + "/v2"
 
     async def start_run(
         self,
@@ -129,14 +132,25 @@ class ApifyPlatform:
 
     async def get_run(self, run_id: str, *, wait_secs: int = 0) -> PlatformRun | None:
         try:
-            client = self._client.run(run_id)
-            if wait_secs > 0:
-                run = await client.wait_for_finish(wait_duration=timedelta(seconds=wait_secs))
-            else:
-                run = await client.get()
+            if wait_secs <= 0:
+                run: Any = await self._client.run(run_id).get()
+                return _to_run(run) if run is not None else None
+            # One long poll: the server holds the call up to wait_secs (max 60) and answers
+            # at once when the run ends. (The client's wait_for_finish() splits a wait into
+            # several calls.) The client's own HTTP layer still adds auth and retries.
+            response = await self._client.http_client.call(
+                method="GET",
+                url=f"{self._api_v2}/actor-runs/{quote(run_id, safe='')}",
+                params={"waitForFinish": min(wait_secs, 60)},
+                timeout=timedelta(seconds=min(wait_secs, 60) + 30),
+            )
+            return _to_run(json.loads(response.content)["data"])
+        except ApifyApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise _translate(exc) from None
         except _TRANSIENT as exc:
             raise _translate(exc) from None
-        return _to_run(run) if run is not None else None
 
     async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None:
         try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
 
+from orchestrator.db.engine import read_only
 from orchestrator.db.queries import api_keys as key_queries
 from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.security import api_keys as keyfmt
@@ -49,12 +50,15 @@ def authenticate(engine: Engine, presented: str) -> Principal | None:
     key_id = keyfmt.parse_key_id(presented)
     if key_id is None:
         return None
-    with engine.begin() as conn:
+    # Read without the write lock; write only when last-used needs refreshing (rarely).
+    with read_only(engine).connect() as conn:
         record = key_queries.get_key(conn, key_id)
-        matches = keyfmt.key_matches(record.key_hash if record else None, presented)
-        if record is None or not matches or not record.active:
-            return None
-        key_queries.touch_key(conn, record)
+    matches = keyfmt.key_matches(record.key_hash if record else None, presented)
+    if record is None or not matches or not record.active:
+        return None
+    if key_queries.needs_touch(record):
+        with engine.begin() as conn:
+            key_queries.touch_key(conn, record)
     return Principal(key_id=record.id, workspace_id=record.workspace_id)
 
 

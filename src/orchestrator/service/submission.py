@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from temporalio.client import Client
 
 from orchestrator.api.schemas import CreateRunRequest
+from orchestrator.db.engine import read_only
 from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
@@ -172,7 +173,7 @@ async def submit(
     def earlier() -> run_queries.RunRecord | None:
         if idempotency_key is None:
             return None
-        with engine.connect() as conn:
+        with read_only(engine).connect() as conn:
             found = run_queries.find_run_by_idempotency_key(conn, workspace, idempotency_key)
         if found is not None and found.request_hash != fingerprint:
             raise IdempotencyKeyReused(

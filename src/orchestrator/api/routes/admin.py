@@ -90,7 +90,7 @@ def list_keys(
     app_state: State,
     workspace_id: Annotated[str | None, Query(alias="workspaceId")] = None,
 ) -> KeyList:
-    with app_state.engine.connect() as conn:
+    with app_state.reader.connect() as conn:
         records = key_queries.list_keys(conn, workspace_id=workspace_id)
     return KeyList(keys=[key_view(r) for r in records])
 

@@ -15,7 +15,7 @@ router = APIRouter(tags=["health"])
 def healthz(state: State) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        with state.engine.connect() as conn:
+        with state.reader.connect() as conn:
             conn.execute(text("SELECT 1"))
         checks["database"] = "ok"
     except Exception as exc:  # report, never raise: this is the health endpoint

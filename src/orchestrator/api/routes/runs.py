@@ -219,7 +219,7 @@ def list_runs(
         created_before=_as_utc(created_before),
     )
     after = decode_run_cursor(cursor)
-    with app_state.engine.connect() as conn:
+    with app_state.reader.connect() as conn:
         runs, next_key = list_runs_page(conn, flt, after=after, limit=limit)
     return RunList(
         runs=[run_summary(r) for r in runs],
@@ -234,7 +234,7 @@ def list_runs(
     responses=problem_responses(401, 404),
 )
 def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
-    with app_state.engine.connect() as conn:
+    with app_state.reader.connect() as conn:
         run = _visible_run(conn, run_id, caller)
         children = run_queries.get_children(conn, run_id)
         calls = event_queries.platform_calls(conn, run_id)
@@ -283,7 +283,7 @@ def get_items(
 ) -> Response:
     fmt = output or negotiate(request.headers.get("accept"))
     offsets = decode_item_cursor(cursor)
-    engine = app_state.engine
+    engine = app_state.reader
     with engine.connect() as conn:
         run = _visible_run(conn, run_id, caller)
         plan = item_pages.plan_page(
@@ -325,7 +325,7 @@ def get_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
     after = _parse_event_cursor(cursor)
-    with app_state.engine.connect() as conn:
+    with app_state.reader.connect() as conn:
         _visible_run(conn, run_id, caller)
         events = event_queries.list_events(conn, run_id, after_id=after, limit=limit)
     return EventPage(

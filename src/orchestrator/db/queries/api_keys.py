@@ -101,9 +101,14 @@ def revoke_key(conn: Connection, key_id: str) -> bool:
     return True
 
 
+def needs_touch(key: ApiKeyRecord) -> bool:
+    """Whether ``key``'s last use is older than the resolution we record it at."""
+    return key.last_used_at is None or utcnow() - key.last_used_at >= LAST_USED_RESOLUTION
+
+
 def touch_key(conn: Connection, key: ApiKeyRecord) -> None:
     """Record that ``key`` was used, unless that was noted less than a minute ago."""
-    now = utcnow()
-    if key.last_used_at is not None and now - key.last_used_at < LAST_USED_RESOLUTION:
+    if not needs_touch(key):
         return
+    now = utcnow()
     conn.execute(update(api_keys).where(api_keys.c.id == key.id).values(last_used_at=now))

@@ -1,0 +1,349 @@
+"""The baselines: what a user would do without the orchestrator, and the machine's limit.
+
+Each baseline reads a dataset of the same emulator the orchestrator reads and writes the same
+``scrape_items`` table (created by the project's own migrations, so the indexes match) in a
+fresh database of the same kind:
+
+- ``naive``: the official ``apify-client``'s ``call()``, then ``list_items`` page by page,
+  one INSERT statement per row (one transaction per page);
+- ``simple``: plain HTTP pages one after another, each page decoded, every item re-encoded as
+  JSON text (as the orchestrator stores it) and bulk-inserted (executemany, ON CONFLICT DO
+  NOTHING, one transaction per page) before the next page is fetched;
+- ``download``: the same page loop (HTTP + JSON decoding), nothing written;
+- ``insert``: the same rows, encoded beforehand, bulk-inserted with nothing downloaded;
+  on PostgreSQL also through COPY into a temporary table merged with ON CONFLICT DO NOTHING.
+
+Trade-off: the baselines run synchronously in the benchmark process (the way a user's script
+would), while the stack is idle; they share the machine with the idle stack, the emulator
+and the database, as the orchestrator does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+from sqlalchemy import Engine, Insert, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from bench.stack import EMULATOR_TOKEN
+from orchestrator.db.engine import build_engine, migrate
+from orchestrator.db.schema import scrape_items
+
+PAGE_SIZE: Final = 1000
+#: Bounds every page loop: 10M items at most.
+MAX_PAGES: Final = 10_000
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def encode_item(item: Any) -> str:
+    """An item as JSON text, encoded the way the orchestrator stores it."""
+    return _encode(item)
+
+
+@dataclass
+class Tagging:
+    """The columns every row of one load carries besides its index and data."""
+
+    run_id: str
+    child_id: str
+    workspace_id: str = "ws_bench"
+    actor: str = "ultron-generator"
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def rows(self, offset: int, encoded: Sequence[str]) -> list[dict[str, Any]]:
+        return [
+            {
+                "run_id": self.run_id,
+                "child_id": self.child_id,
+                "item_index": offset + i,
+                "workspace_id": self.workspace_id,
+                "skill_run_id": None,
+                "conversation_id": None,
+                "actor": self.actor,
+                "data": data,
+                "created_at": self.created_at,
+            }
+            for i, data in enumerate(encoded)
+        ]
+
+
+class BaselineDb:
+    """A migrated database of one kind whose ``scrape_items`` is emptied before each load."""
+
+    def __init__(self, url: str, workdir: Path) -> None:
+        self.url = url
+        self.sqlite = url.startswith("sqlite")
+        self._template = workdir / "template.db"
+        self._path = workdir / "baseline.db"
+        if self.sqlite:
+            workdir.mkdir(parents=True, exist_ok=True)
+            engine = build_engine(f"sqlite:///{self._template}")
+            migrate(engine)
+            engine.dispose()
+            self.url = f"sqlite:///{self._path}"
+        else:
+            engine = build_engine(url)
+            migrate(engine)
+            engine.dispose()
+        self.engine: Engine | None = None
+        self._pg_engine: Engine | None = None
+
+    def fresh(self) -> Engine:
+        """An engine on an empty, freshly migrated ``scrape_items`` (untimed set-up)."""
+        self.close()
+        if self.sqlite:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self._path}{suffix}").unlink(missing_ok=True)
+            shutil.copyfile(self._template, self._path)
+            self.engine = build_engine(self.url)
+            return self.engine
+        # PostgreSQL: one engine (a warm connection) for every load, emptied in between.
+        if self._pg_engine is None:
+            self._pg_engine = build_engine(self.url)
+        with self._pg_engine.begin() as conn:
+            conn.execute(text("TRUNCATE scrape_items RESTART IDENTITY"))
+        return self._pg_engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+            self.engine = None
+
+    def dispose(self) -> None:
+        self.close()
+        if self._pg_engine is not None:
+            self._pg_engine.dispose()
+            self._pg_engine = None
+
+
+def upsert_statement(engine: Engine) -> Insert:
+    """``INSERT … ON CONFLICT (child_id, item_index) DO NOTHING`` for the engine's dialect."""
+    index = ["child_id", "item_index"]
+    if engine.dialect.name == "sqlite":
+        return sqlite.insert(scrape_items).on_conflict_do_nothing(index_elements=index)
+    return postgresql.insert(scrape_items).on_conflict_do_nothing(index_elements=index)
+
+
+def count_rows(engine: Engine, child_id: str) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text("SELECT count(*) FROM scrape_items WHERE child_id = :c"), {"c": child_id}
+            ).scalar_one()
+        )
+
+
+def _pages(http: httpx.Client, dataset_id: str) -> Iterator[tuple[int, list[Any]]]:
+    """(offset, items) of each page, read until a short page."""
+    offset = 0
+    for _ in range(MAX_PAGES):
+        response = http.get(
+            f"/v2/datasets/{dataset_id}/items", params={"offset": offset, "limit": PAGE_SIZE}
+        )
+        response.raise_for_status()
+        items: list[Any] = response.json()
+        yield offset, items
+        offset += len(items)
+        if len(items) < PAGE_SIZE:
+            return
+    raise RuntimeError("dataset longer than the benchmark's page bound")
+
+
+def _http(emulator_url: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=emulator_url, timeout=60, headers={"Authorization": f"Bearer {EMULATOR_TOKEN}"}
+    )
+
+
+def _result(rows: int, seconds: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "rows": rows,
+        "seconds": round(seconds, 4),
+        "rowsPerSec": round(rows / seconds, 1) if seconds > 0 else None,
+        **extra,
+    }
+
+
+def naive(
+    emulator_url: str, db: BaselineDb, run_input: dict[str, Any], label: str
+) -> dict[str, Any]:
+    """apify-client ``call()``, ``list_items`` pages, one INSERT per row.
+
+    Rows per second are counted from the platform run's ``finishedAt`` (as for the
+    orchestrator) to the last commit; ``loadSeconds`` counts from ``call()``'s return.
+    """
+    from apify_client import ApifyClient
+
+    engine = db.fresh()
+    client = ApifyClient(EMULATOR_TOKEN, api_url=emulator_url, api_public_url=emulator_url)
+    tagging = Tagging(run_id=f"naive-{label}", child_id=f"naive-{label}")
+    insert_one = scrape_items.insert()
+    run = client.actor("ultron~generator").call(run_input=run_input, memory_mbytes=256, logger=None)
+    called = time.time()
+    if run is None or run.status != "SUCCEEDED":
+        raise RuntimeError(f"naive: the run ended {run.status if run else None}")
+    dataset = client.dataset(run.default_dataset_id)
+    offset = 0
+    for _ in range(MAX_PAGES):
+        page = dataset.list_items(offset=offset, limit=PAGE_SIZE)
+        with engine.begin() as conn:
+            for row in tagging.rows(offset, [encode_item(item) for item in page.items]):
+                conn.execute(insert_one, row)
+        offset += len(page.items)
+        if len(page.items) < PAGE_SIZE:
+            break
+    done = time.time()
+    assert run.finished_at is not None
+    finished = run.finished_at.timestamp()
+    stored = count_rows(engine, tagging.child_id)
+    db.close()
+    return _result(stored, done - finished, loadSeconds=round(done - called, 4))
+
+
+def simple_loader(
+    emulator_url: str,
+    db: BaselineDb,
+    dataset_id: str,
+    label: str,
+    keep: list[str] | None = None,
+) -> dict[str, Any]:
+    """Plain HTTP pages, each re-encoded and bulk-inserted before the next is fetched.
+
+    ``keep`` collects the encoded items (for the insert-only limit; appending costs nothing
+    measurable next to the insert).
+    """
+    engine = db.fresh()
+    tagging = Tagging(run_id=f"simple-{label}", child_id=f"simple-{label}")
+    stmt = upsert_statement(engine)
+    with _http(emulator_url) as http:
+        start = time.perf_counter()
+        for offset, items in _pages(http, dataset_id):
+            encoded = [encode_item(item) for item in items]
+            if encoded:
+                with engine.begin() as conn:
+                    conn.execute(stmt, tagging.rows(offset, encoded))
+            if keep is not None:
+                keep.extend(encoded)
+        seconds = time.perf_counter() - start
+    stored = count_rows(engine, tagging.child_id)
+    db.close()
+    return _result(stored, seconds)
+
+
+def download_only(emulator_url: str, dataset_id: str) -> dict[str, Any]:
+    """The page loop with JSON decoding and nothing written."""
+    rows = 0
+    nbytes = 0
+    with _http(emulator_url) as http:
+        start = time.perf_counter()
+        offset = 0
+        for _ in range(MAX_PAGES):
+            response = http.get(
+                f"/v2/datasets/{dataset_id}/items", params={"offset": offset, "limit": PAGE_SIZE}
+            )
+            response.raise_for_status()
+            nbytes += len(response.content)
+            items: list[Any] = response.json()
+            rows += len(items)
+            offset += len(items)
+            if len(items) < PAGE_SIZE:
+                break
+        seconds = time.perf_counter() - start
+    return _result(rows, seconds, bytes=nbytes, bytesPerRow=round(nbytes / max(rows, 1)))
+
+
+def _paged(encoded: Sequence[str]) -> Iterator[tuple[int, Sequence[str]]]:
+    for offset in range(0, len(encoded), PAGE_SIZE):
+        yield offset, encoded[offset : offset + PAGE_SIZE]
+
+
+def insert_only(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
+    """The rows, encoded beforehand, bulk-inserted page by page (executemany ON CONFLICT)."""
+    engine = db.fresh()
+    tagging = Tagging(run_id=f"insert-{label}", child_id=f"insert-{label}")
+    stmt = upsert_statement(engine)
+    start = time.perf_counter()
+    for offset, page in _paged(encoded):
+        with engine.begin() as conn:
+            conn.execute(stmt, tagging.rows(offset, page))
+    seconds = time.perf_counter() - start
+    stored = count_rows(engine, tagging.child_id)
+    db.close()
+    return _result(stored, seconds, method="executemany ON CONFLICT DO NOTHING")
+
+
+_COLUMNS: Final = (
+    "run_id, child_id, item_index, workspace_id, skill_run_id, conversation_id, actor, data, "
+    "created_at"
+)
+
+
+def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
+    """PostgreSQL: COPY each page into a temporary table, merge with ON CONFLICT DO NOTHING."""
+    engine = db.fresh()
+    tagging = Tagging(run_id=f"copy-{label}", child_id=f"copy-{label}")
+    start = time.perf_counter()
+    for offset, page in _paged(encoded):
+        with engine.begin() as conn:
+            raw: Any = conn.connection.driver_connection
+            with raw.cursor() as cur:
+                cur.execute(
+                    f"CREATE TEMP TABLE stage ON COMMIT DROP AS SELECT {_COLUMNS} "  # noqa: S608
+                    "FROM scrape_items WITH NO DATA"
+                )
+                with cur.copy(f"COPY stage ({_COLUMNS}) FROM STDIN") as copy:
+                    for row in tagging.rows(offset, page):
+                        copy.write_row(
+                            (
+                                row["run_id"],
+                                row["child_id"],
+                                row["item_index"],
+                                row["workspace_id"],
+                                None,
+                                None,
+                                row["actor"],
+                                row["data"],
+                                row["created_at"],
+                            )
+                        )
+                cur.execute(
+                    f"INSERT INTO scrape_items ({_COLUMNS}) SELECT {_COLUMNS} FROM stage "  # noqa: S608
+                    "ON CONFLICT (child_id, item_index) DO NOTHING"
+                )
+    seconds = time.perf_counter() - start
+    stored = count_rows(engine, tagging.child_id)
+    db.close()
+    return _result(stored, seconds, method="COPY to temp table + INSERT ON CONFLICT DO NOTHING")
+
+
+def run_baselines(
+    emulator_url: str,
+    db: BaselineDb,
+    dataset_for: Callable[[dict[str, Any]], str],
+    run_input: dict[str, Any],
+    label: str,
+    *,
+    with_naive: bool,
+) -> dict[str, Any]:
+    """Every baseline for one dataset size on one database; returns results by name."""
+    dataset_id = dataset_for(run_input)
+    found: dict[str, Any] = {}
+    if with_naive:
+        found["naive"] = naive(emulator_url, db, run_input, label)
+    keep: list[str] = []
+    found["simple"] = simple_loader(emulator_url, db, dataset_id, label, keep)
+    found["download"] = download_only(emulator_url, dataset_id)
+    found["insert"] = insert_only(db, keep, label)
+    if not db.sqlite:
+        found["insertCopy"] = insert_only_copy(db, keep, label)
+    keep.clear()
+    return found

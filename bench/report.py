@@ -1,0 +1,293 @@
+"""Turning a results file into ratios, target verdicts and a Markdown table.
+
+Pure functions of the results dictionary: the table printed at the end of a run, the one in
+docs/BENCHMARKS.md and ``python -m bench --report FILE`` are the same text. Targets are
+reported (PASS / MISS), never asserted: a benchmark that fails a build on a noisy machine
+teaches people to ignore it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Memory counts as flat when the worker's peak grows by at most this from the smallest
+#: to the largest dataset.
+FLAT_MEMORY_MIB = 64.0
+LIMIT_SHARE = 0.6
+WEBHOOK_P95_SECS = 1.0
+POLL_SLACK_SECS = 2.0
+
+
+def _rate(entry: dict[str, Any] | None) -> float | None:
+    if not entry:
+        return None
+    value = entry.get("rowsPerSec")
+    return float(value) if value else None
+
+
+def limit_of(baseline: dict[str, Any]) -> tuple[float | None, str]:
+    """The machine's limit for one size: the slower of download and the best bulk insert."""
+    download = _rate(baseline.get("download"))
+    inserts = {
+        name: rate
+        for name in ("insert", "insertCopy")
+        if (rate := _rate(baseline.get(name))) is not None
+    }
+    if download is None or not inserts:
+        return None, ""
+    best_name = max(inserts, key=lambda k: inserts[k])
+    if download <= inserts[best_name]:
+        return download, "download"
+    return inserts[best_name], "insert (COPY)" if best_name == "insertCopy" else "insert"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """Ratios per database and size, and one verdict per target."""
+    targets: list[dict[str, Any]] = []
+    ratios: dict[str, list[dict[str, Any]]] = {}
+    for kind, db in results["databases"].items():
+        rows = []
+        for ing in db["ingest"]:
+            base = db["baselines"].get(str(ing["items"]), {})
+            limit, bound_by = limit_of(base)
+            orch = float(ing["rowsPerSec"])
+            simple = _rate(base.get("simple"))
+            entry = {
+                "items": ing["items"],
+                "orchestrator": orch,
+                "simple": simple,
+                "naive": _rate(base.get("naive")),
+                "limit": limit,
+                "limitBoundBy": bound_by,
+                "vsSimple": _ratio(orch, simple),
+                "vsLimit": _ratio(orch, limit),
+                "vsNaive": _ratio(orch, _rate(base.get("naive"))),
+            }
+            rows.append(entry)
+            targets.append(
+                {
+                    "target": f"ingest ≥ simple loader ({kind}, {ing['items']:,} items)",
+                    "value": entry["vsSimple"],
+                    "goal": "≥ 1.0",
+                    "met": entry["vsSimple"] is not None and entry["vsSimple"] >= 1.0,
+                }
+            )
+            targets.append(
+                {
+                    "target": f"ingest ≥ 60 % of limit ({kind}, {ing['items']:,} items)",
+                    "value": entry["vsLimit"],
+                    "goal": f"≥ {LIMIT_SHARE}",
+                    "met": entry["vsLimit"] is not None and entry["vsLimit"] >= LIMIT_SHARE,
+                }
+            )
+        ratios[kind] = rows
+        if len(db["ingest"]) > 1:
+            first, last = db["ingest"][0], db["ingest"][-1]
+            growth = float(last["workerRssPeakMiB"]) - float(first["workerRssPeakMiB"])
+            targets.append(
+                {
+                    "target": f"worker memory flat {first['items']:,} → {last['items']:,} ({kind})",
+                    "value": round(growth, 1),
+                    "goal": f"peak grows ≤ {FLAT_MEMORY_MIB:.0f} MiB",
+                    "met": growth <= FLAT_MEMORY_MIB,
+                }
+            )
+        for lat in db.get("latency", []):
+            goal = (
+                WEBHOOK_P95_SECS
+                if lat["webhooks"]
+                else results["config"]["pollIntervalSecs"] + POLL_SLACK_SECS
+            )
+            label = "webhooks" if lat["webhooks"] else "poll only"
+            targets.append(
+                {
+                    "target": f"completion → visible p95, {label}",
+                    "value": lat["p95"],
+                    "goal": f"≤ {goal:g} s",
+                    "met": lat["p95"] is not None
+                    and lat["p95"] <= goal
+                    and lat["visible"] == lat["children"],
+                }
+            )
+        fan = db.get("fanout")
+        if fan:
+            targets.append(
+                {
+                    "target": f"platform calls per child, webhook path "
+                    f"({fan['children']} children)",
+                    "value": fan["maxEventCallsOneChild"],
+                    "goal": f"≤ {fan['callBound']}",
+                    "met": fan["maxEventCallsOneChild"] <= fan["callBound"],
+                }
+            )
+        for ing in db["ingest"]:
+            total = sum(ing["platformCalls"].values())
+            targets.append(
+                {
+                    "target": f"platform calls, one child of {ing['items']:,} items ({kind})",
+                    "value": total,
+                    "goal": f"≤ {ing['callBound']}",
+                    "met": total <= ing["callBound"],
+                }
+            )
+    budget = results["plan"]["budget_secs"]
+    targets.append(
+        {
+            "target": f"{results['mode']} run duration",
+            "value": results.get("durationSecs"),
+            "goal": f"< {budget:.0f} s",
+            "met": results.get("durationSecs") is not None and results["durationSecs"] < budget,
+        }
+    )
+    return {"ratios": ratios, "targets": targets}
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    if digits == 0:
+        return f"{round(float(value)):,}"
+    return f"{float(value):,.{digits}f}"
+
+
+def _load(results: dict[str, Any]) -> str:
+    load = results.get("loadAverage")
+    if not load:
+        return ""
+    return f"; 1-min load average {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at end"
+
+
+def table(results: dict[str, Any]) -> str:
+    """The whole report as Markdown (tables render readably on a terminal too)."""
+    summary = results.get("summary") or summarize(results)
+    machine = results["machine"]
+    out: list[str] = [
+        f"### Benchmark ({results['mode']}, {results['startedAt']}, "
+        f"{_num(results.get('durationSecs'), 0)} s)",
+        "",
+        f"{machine['cpus']} x {machine['cpuModel'] or 'CPU'}, {machine['memGiB']} GiB, "
+        f"Python {machine['python']}, SQLite {machine['sqlite']}, "
+        f"PostgreSQL {machine['postgresql']}, commit {machine.get('gitCommit')}; "
+        f"items ≈ {results['config']['itemBytes']} B, pages of {results['config']['pageSize']}"
+        + _load(results)
+        + ".",
+        "",
+        "#### 1. Ingest throughput (rows/s; orchestrator = platform finishedAt → last row stored)",
+        "",
+        "| db | items | orchestrator | (ingest only) | naive | simple loader | download only "
+        "| insert only | limit | orch / simple | orch / limit | worker RSS before → peak (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, db in results["databases"].items():
+        by_items = {r["items"]: r for r in summary["ratios"].get(kind, [])}
+        for ing in db["ingest"]:
+            base = db["baselines"].get(str(ing["items"]), {})
+            ratio = by_items.get(ing["items"], {})
+            insert = _num(_rate(base.get("insert")))
+            if base.get("insertCopy"):
+                insert += f" (COPY {_num(_rate(base.get('insertCopy')))})"
+            out.append(
+                f"| {kind} | {ing['items']:,} | {_num(ing['rowsPerSec'])} "
+                f"| {_num(ing.get('ingestRowsPerSec'))} | {_num(_rate(base.get('naive')))} "
+                f"| {_num(_rate(base.get('simple')))} | {_num(_rate(base.get('download')))} "
+                f"| {insert} | {_num(ratio.get('limit'))} ({ratio.get('limitBoundBy', '')}) "
+                f"| {_num(ratio.get('vsSimple'), 2)} | {_num(ratio.get('vsLimit'), 2)} "
+                f"| {_num(ing['workerRssBeforeMiB'])} → {_num(ing['workerRssPeakMiB'])} |"
+            )
+    sqlite = results["databases"].get("sqlite", {})
+    if sqlite.get("latency"):
+        out += [
+            "",
+            "#### 2. Completion latency (platform finishedAt → rows visible through the API, s)",
+            "",
+            "| path | children | p50 | p95 | max | recorded p95 | polls / child | target p95 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for lat in sqlite["latency"]:
+            goal = (
+                WEBHOOK_P95_SECS
+                if lat["webhooks"]
+                else results["config"]["pollIntervalSecs"] + POLL_SLACK_SECS
+            )
+            path = (
+                "webhooks"
+                if lat["webhooks"]
+                else f"poll only (interval {results['config']['pollIntervalSecs']:g} s)"
+            )
+            out.append(
+                f"| {path} | {lat['visible']}/{lat['children']} | {_num(lat['p50'], 2)} "
+                f"| {_num(lat['p95'], 2)} | {_num(lat['max'], 2)} "
+                f"| {_num(lat['recordedP95'], 2)} | {lat['pollsPerChild']} | ≤ {goal:g} |"
+            )
+    fan = sqlite.get("fanout")
+    if fan:
+        out += [
+            "",
+            "#### 3. Fan-out (one request)",
+            "",
+            "| children | POST → all spawned (s) | POST → succeeded (s) | state |",
+            "|---:|---:|---:|---|",
+            f"| {fan['children']} | {_num(fan['spawnedSecs'], 2)} | "
+            f"{_num(fan['succeededSecs'], 2)} | {fan['state']} ({fan['succeeded']} succeeded) |",
+        ]
+    out += [
+        "",
+        "#### 4. Platform calls per child (emulator counts; bound 3 + ⌈items / page⌉)",
+        "",
+        "| scenario | items / child | start | status | dataset pages | other | total | bound |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, db in results["databases"].items():
+        for ing in db["ingest"]:
+            c = ing["platformCalls"]
+            out.append(
+                f"| ingest, {kind} | {ing['items']:,} | {c['start']} | {c['status']} "
+                f"| {c['datasetPages']} | {c['other']} | {sum(c.values())} | {ing['callBound']} |"
+            )
+    if fan:
+        c = fan["callsPerChild"]
+        out.append(
+            f"| fan-out, {fan['children']} children (mean) | 100 | {c['start']:g} "
+            f"| {c['status']:g} | {c['datasetPages']:g} | {c['other']:g} "
+            f"| {sum(c.values()):g} (max {fan['maxEventCallsOneChild']} from events) "
+            f"| {fan['callBound']} |"
+        )
+    cpu_rows = [
+        (f"ingest {ing['items']:,}, {kind}", ing["cpuSecs"])
+        for kind, db in results["databases"].items()
+        for ing in db["ingest"]
+        if ing.get("cpuSecs")
+    ]
+    if fan and fan.get("cpuSecs"):
+        cpu_rows.append((f"fan-out {fan['children']}", fan["cpuSecs"]))
+    if cpu_rows:
+        names = ("temporal", "emulator", "api", "worker", "bench")
+        out += [
+            "",
+            "#### CPU seconds per process during the scenario (2 cores)",
+            "",
+            "| scenario | " + " | ".join(names) + " |",
+            "|---|" + "---:|" * len(names),
+        ]
+        for label, spent in cpu_rows:
+            out.append(f"| {label} | " + " | ".join(_num(spent.get(n), 1) for n in names) + " |")
+    out += ["", "#### Targets", "", "| target | measured | goal | |", "|---|---:|---|---|"]
+    for t in summary["targets"]:
+        value = t["value"]
+        shown = "-" if value is None else (f"{value:g}" if isinstance(value, float) else value)
+        out.append(f"| {t['target']} | {shown} | {t['goal']} | {'PASS' if t['met'] else 'MISS'} |")
+    notes = [
+        f"naive baseline runs up to {n:,} items on {k}"
+        for k, n in results["plan"]["naive_max"].items()
+        if n < max(results["plan"]["sizes"])
+    ]
+    if notes:
+        out += ["", "Notes: " + "; ".join(notes) + "."]
+    return "\n".join(out)
