@@ -147,3 +147,17 @@ async def test_signals_out_of_order_or_lying_change_nothing_but_timing(harness: 
     with contextlib.suppress(Exception):
         await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type="ACTOR.RUN.FAILED"))
     assert (await handle.result()).state == RunState.SUCCEEDED
+
+
+async def test_pages_are_read_without_a_trailing_empty_call(harness: Harness) -> None:
+    # Page size 7 in the harness: 21 items are exactly three pages, 0 items one empty page.
+    harness.platform.scripts["ultron~leadgen"] = Script(items=21)
+    run_id, result = await run_to_end(harness, request({"actor": "ultron-leadgen"}))
+    assert result.state == RunState.SUCCEEDED
+    assert harness.platform.page_calls == 3
+    with harness.engine.connect() as conn:
+        assert item_queries.count_items(conn, run_id) == 21
+    harness.platform.scripts["ultron~leadgen"] = Script(items=0)
+    _, empty = await run_to_end(harness, request({"actor": "ultron-leadgen"}))
+    assert empty.state == RunState.SUCCEEDED
+    assert harness.platform.page_calls == 4

@@ -5,7 +5,8 @@ page, and rows are keyed by (child, item index), so a retry or a new worker afte
 continues where the last committed page ended and never stores a row twice. The next page is
 downloaded while the current one is written, since download and insert each take about half
 the time; items arrive as JSON Lines and are stored as they came, never decoded. Pages are
-read until a short page, because the dataset's ``itemCount`` lags.
+read until a short page, because the dataset's ``itemCount`` lags; each request asks for one
+item more than a page, so the last page is recognised without an extra empty request.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class IngestActivities:
 
         async def fetch(at: int) -> list[str]:
             try:
-                return await deps.platform.dataset_page(params.dataset_id, at, page_size)
+                # One item more than a page: a page that comes back full (page + 1) is not
+                # the last, so the end is seen without a final empty call.
+                return await deps.platform.dataset_page(params.dataset_id, at, page_size + 1)
             except PlatformError as exc:
                 await deps.tx(
                     append_event,
@@ -94,15 +97,16 @@ class IngestActivities:
         next_page = asyncio.create_task(fetch(offset))
         try:
             while True:
-                items = await next_page
-                short = len(items) < page_size
-                if not short:
+                fetched = await next_page
+                last = len(fetched) <= page_size
+                items = fetched[:page_size]
+                if not last:
                     next_page = asyncio.create_task(fetch(offset + len(items)))
                 await deps.tx(store_page, run, child, offset, items)
                 offset += len(items)
                 pages += 1
                 activity.heartbeat(offset)
-                if short:
+                if last:
                     break
         finally:
             if not next_page.done():
