@@ -23,6 +23,7 @@ from orchestrator.api.routes import admin, health, runs, webhooks
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
+from orchestrator.dashboard import routes as dashboard_routes
 from orchestrator.service.auth import register_bootstrap_key
 
 log = logging.getLogger(__name__)
@@ -74,5 +75,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(admin.router)
     app.include_router(webhooks.router)
+    app.include_router(dashboard_routes.router)
     install_openapi(app, settings)
     return app
