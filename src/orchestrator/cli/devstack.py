@@ -330,6 +330,7 @@ class DevStack:
         if "api" in self.components:
             urls["api"] = f"http://{HOST}:{self.ports.api}"
             urls["docs"] = f"http://{HOST}:{self.ports.api}/docs"
+            urls["dashboard"] = f"http://{HOST}:{self.ports.api}/dashboard"
         return urls
 
     def _ports_of(self, name: str) -> dict[str, int]:
@@ -668,9 +669,10 @@ def run_dev_stack(
         temporal_ui=temporal_ui,
         components=components,
     )
-    # SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C.
+    # SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C; SIGINT
+    # is set explicitly because a shell starts background jobs with it ignored.
     previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    previous_int = signal.getsignal(signal.SIGINT)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     failed: str | None = None
     try:
         with console.status("starting the local stack…"):
@@ -684,6 +686,7 @@ def run_dev_stack(
             "emulator": "platform emulator",
             "api": "API",
             "docs": "API docs",
+            "dashboard": "dashboard",
         }
         for key, url in stack.urls.items():
             table.add_row(labels.get(key, key), url)
@@ -702,7 +705,10 @@ def run_dev_stack(
                 f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
             )
             console.print(
-                f"  export ORCHESTRATOR_API_KEY={stack.api_key}", markup=False, highlight=False
+                f"  export ORCHESTRATOR_API_KEY={stack.api_key}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,  # one line, so it can be copied whole
             )
         console.print("press Ctrl-C to stop")
         while True:

@@ -176,6 +176,7 @@ def _watch(client: httpx.Client, run_id: str) -> dict[str, Any]:
             time.sleep(0.5)
             run = client.get(f"/runs/{run_id}").json()
             live.update(_table(run))
+    console.line()  # a Live display ends without one when the output is not a terminal
     return run
 
 
