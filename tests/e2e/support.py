@@ -44,32 +44,27 @@ def wait_terminal(api: httpx.Client, run_id: str, timeout: float = 120) -> dict[
     return run
 
 
-def all_items(api: httpx.Client, run_id: str, limit: int = 1000) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def paged(api: httpx.Client, path: str, key: str, limit: int = 1000) -> list[dict[str, Any]]:
+    """Every entry of a cursor-paged listing (``key`` names the list in each page)."""
+    found: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
         params: dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
-        page = api.get(f"/runs/{run_id}/items", params=params).json()
-        items.extend(page["items"])
-        cursor = page["nextCursor"]
-        if cursor is None:
-            return items
-
-
-def events(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": 1000}
-        if cursor:
-            params["cursor"] = cursor
-        page = api.get(f"/runs/{run_id}/events", params=params).json()
-        found.extend(page["events"])
+        page = api.get(path, params=params).json()
+        found.extend(page[key])
         cursor = page["nextCursor"]
         if cursor is None:
             return found
+
+
+def all_items(api: httpx.Client, run_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+    return paged(api, f"/runs/{run_id}/items", "items", limit)
+
+
+def events(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
+    return paged(api, f"/runs/{run_id}/events", "events")
 
 
 def event_kinds(api: httpx.Client, run_id: str) -> Counter[str]:
