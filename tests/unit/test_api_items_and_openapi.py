@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Engine
 
+from orchestrator.api.item_formats import csv_cell
 from orchestrator.api.schemas import CreateKeyRequest, CreateRunRequest, ItemPage, Problem
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
@@ -168,3 +169,16 @@ async def test_openapi_states_what_the_app_validates(engine: Engine) -> None:
         assert examples
         for example in examples:
             model.model_validate(example)
+
+
+def test_csv_cells_never_start_a_formula() -> None:
+    assert csv_cell('=HYPERLINK("http://evil")') == '\'=HYPERLINK("http://evil")'
+    assert [csv_cell(v) for v in ("+1", "-2", "@SUM(A1)", "\tx")] == [
+        "'+1",
+        "'-2",
+        "'@SUM(A1)",
+        "'\tx",
+    ]
+    assert csv_cell(-2) == "-2" and csv_cell(1.5) == "1.5" and csv_cell(True) == "true"
+    assert csv_cell("plain text") == "plain text" and csv_cell(None) == ""
+    assert csv_cell({"a": 1}) == '{"a":1}'

@@ -100,14 +100,25 @@ def render_ndjson(rows: Iterable[ItemRow]) -> Iterator[str]:
     return _chunked(_item_json(row) + "\n" for row in rows)
 
 
-def _cell(value: Any) -> str:
+# A spreadsheet runs a cell that starts with one of these as a formula; scraped text is
+# untrusted, so such a cell is prefixed with an apostrophe (OWASP "CSV injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """One CSV cell: scalars as text, anything else as compact JSON, formulas defused."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str | int | float):
+    if isinstance(value, int | float):
         return str(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    )
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
 def render_csv(rows: Callable[[], Iterable[ItemRow]]) -> Iterator[str]:
@@ -142,7 +153,7 @@ def render_csv(rows: Callable[[], Iterable[ItemRow]]) -> Iterator[str]:
                 values += [data.get(k) for k in keys] + ([None] if scalar_data else [])
             else:
                 values += [None] * len(keys) + [data]
-            writer.writerow([_cell(v) for v in values])
+            writer.writerow([csv_cell(v) for v in values])
             yield out.getvalue()
             out.seek(0)
             out.truncate()
