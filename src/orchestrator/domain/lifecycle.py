@@ -142,11 +142,6 @@ def roll_up(children: Iterable[ChildState], *, aborted: bool = False) -> RunStat
     return RunState.FAILED
 
 
-TERMINAL_RUN_STATES = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.ABORTED}
-)
-
-
 def run_is_terminal(children: Iterable[ChildState]) -> bool:
     """A header is terminal when every child is terminal."""
     return all(s.terminal for s in children)

@@ -60,8 +60,6 @@ ABORT_RETRY = RetryPolicy(
 )
 ABORT_TIMEOUT = timedelta(seconds=60)
 
-# Delay before retrying a start the platform refused for lack of capacity.
-CAPACITY_RETRY_DELAY = timedelta(seconds=30)
 
 # Outbound callbacks: one HTTP attempt per activity attempt. The schedule mirrors
 # delivery.sender.CALLBACK_RETRY_SCHEDULE (5 s doubling to 1 h, 33 attempts, ~23.4 h;
