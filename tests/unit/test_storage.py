@@ -145,3 +145,39 @@ def test_event_dedupe_keys(engine: Engine) -> None:
 def test_registry_file_must_map_names(bad: str) -> None:
     with pytest.raises(ValueError):
         registry.load_registry_file(bad)
+
+
+@pytest.mark.postgres
+def test_event_appends_for_a_request_are_serialised_until_commit(postgres_url: str) -> None:
+    """On PostgreSQL ids come from a sequence at insert time; holding the request's lock to
+    commit makes a request's event ids visible in order, so a cursor never skips one."""
+    from sqlalchemy import text
+
+    from orchestrator.db.engine import build_engine
+    from orchestrator.db.queries.events import EVENT_LOCK_NAMESPACE, _lock_key
+
+    eng = build_engine(postgres_url)
+    migrate(eng)
+    run_id = make_run(eng, children=1)
+    other_run = make_run(eng, children=1)
+    probe = {"ns": EVENT_LOCK_NAMESPACE, "key": _lock_key(run_id)}
+    try:
+        with eng.connect() as first, eng.connect() as second:
+            with first.begin():
+                event_queries.append_event(first, run_id, "x", "appended, not committed")
+                with second.begin():
+                    taken = second.execute(
+                        text("SELECT pg_try_advisory_xact_lock(:ns, :key)"), probe
+                    ).scalar_one()
+                    assert taken is False, "a second writer could append before the first commits"
+                    # Another request's events are not held up.
+                    assert event_queries.append_event(second, other_run, "y", "independent")
+            with second.begin():
+                assert (
+                    second.execute(
+                        text("SELECT pg_try_advisory_xact_lock(:ns, :key)"), probe
+                    ).scalar_one()
+                    is True
+                )
+    finally:
+        eng.dispose()

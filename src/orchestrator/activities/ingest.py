@@ -28,23 +28,20 @@ from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import IngestInput, IngestResult
 
 
-def store_page(
+def page_stored(
     conn: Connection,
     run: run_queries.RunRecord,
     child: run_queries.ChildRecord,
-    offset: int,
-    encoded: list[str],
+    end: int,
+    count: int,
 ) -> None:
-    """Rows, cursor and event of one page, in one transaction."""
-    write_page(conn, run, child, offset, encoded)
-    end = offset + len(encoded)
     append_event(
         conn,
         run.id,
         "child.ingest_page",
-        f"actor run {child.idx}: stored {len(encoded)} item(s), {end} so far",
+        f"actor run {child.idx}: stored {count} item(s), {end} so far",
         child_id=child.id,
-        data={"offset": end, "count": len(encoded)},
+        data={"offset": end, "count": count},
     )
 
 
@@ -102,7 +99,10 @@ class IngestActivities:
                 items = fetched[:page_size]
                 if not last:
                     next_page = asyncio.create_task(fetch(offset + len(items)))
-                await deps.tx(store_page, run, child, offset, items)
+                # Rows and cursor commit together; the page's event follows in a transaction
+                # of its own, so page writes never wait for the event log's ordering lock.
+                await deps.tx(write_page, run, child, offset, items)
+                await deps.tx(page_stored, run, child, offset + len(items), len(items))
                 offset += len(items)
                 pages += 1
                 activity.heartbeat(offset)

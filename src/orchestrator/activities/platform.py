@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.queries.events import append_event
+from orchestrator.db.queries.events import append_event, lock_run_events
 from orchestrator.domain.lifecycle import (
     ChildState,
     PlatformStatus,
@@ -240,6 +240,7 @@ class PlatformActivities:
         new_state = child_state_for_platform_terminal(run.status) if terminal else None
 
         def record(conn: Connection) -> None:
+            lock_run_events(conn, child.run_id)  # before any row write; see events.py
             run_queries.record_platform_status(conn, child.id, run.status, run.status_message)
             append_event(
                 conn,

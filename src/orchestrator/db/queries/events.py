@@ -3,19 +3,49 @@
 Events that must appear once (state transitions, webhook dispatches) carry a dedupe key and
 are inserted with ON CONFLICT DO NOTHING, so retried activities do not repeat them; attempts
 (polls, retries, callback tries) are logged every time they happen.
+
+Readers page a request's events by id, so ids must become visible in order. SQLite writes
+one transaction at a time, so they do. On PostgreSQL a sequence hands out ids at insert
+time and transactions may commit in another order, which could let a reader's cursor pass
+an event that commits later; so every append first takes a transaction-scoped advisory
+lock for its request, held to commit: a request's events are numbered in commit order.
+The lock is per request; page writes, the bulk of an ingest, do not take it (their event
+is appended in a transaction of its own).
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, select, text
 
 from orchestrator.db.queries._common import as_utc, insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import scrape_events
+
+# Advisory locks are (int4, int4) pairs; the first names this use, the second the request.
+EVENT_LOCK_NAMESPACE = 7_204_002
+
+
+def _lock_key(run_id: str) -> int:
+    return zlib.crc32(run_id.encode()) - 2**31  # into int4's range
+
+
+def lock_run_events(conn: Connection, run_id: str) -> None:
+    """Serialise, until commit, the transactions that append events to ``run_id``.
+
+    A transaction that appends events and also writes rows must call this before its first
+    row write: every writer then takes the lock first and the row locks after, in the same
+    order, so they cannot deadlock. Re-entrant within a transaction; a no-op on SQLite.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:namespace, :key)"),
+            {"namespace": EVENT_LOCK_NAMESPACE, "key": _lock_key(run_id)},
+        )
 
 
 @dataclass(frozen=True)
@@ -40,6 +70,7 @@ def append_event(
     dedupe_key: str | None = None,
 ) -> bool:
     """Append one event; with a ``dedupe_key`` a repeat is silently dropped. True if stored."""
+    lock_run_events(conn, run_id)
     values = {
         "run_id": run_id,
         "child_id": child_id,

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, func, insert, select, update
 
 from orchestrator.db.queries._common import as_utc, utcnow
-from orchestrator.db.queries.events import append_event
+from orchestrator.db.queries.events import append_event, lock_run_events
 from orchestrator.db.schema import scrape_children, scrape_items, scrape_runs
 from orchestrator.domain.lifecycle import (
     ChildState,
@@ -271,9 +271,11 @@ def transition_child(
     Returns False (and changes nothing) for a transition that is not allowed, such as a
     repeated or stale one: that is what makes the recording activities idempotent.
     """
-    child = get_child(conn, child_id)
-    if child is None:
+    found = get_child(conn, child_id)
+    if found is None:
         raise LookupError(f"unknown child {child_id}")
+    lock_run_events(conn, found.run_id)
+    child = get_child(conn, child_id) or found  # read again: we may have waited for the lock
     if not child_transition_allowed(child.state, new_state):
         return False
     now = utcnow()
@@ -331,6 +333,7 @@ def set_ingest_progress(conn: Connection, child_id: str, offset: int) -> None:
 
 def mark_aborted(conn: Connection, run_id: str) -> bool:
     """Flag a request as aborted by its caller. False if it was already terminal."""
+    lock_run_events(conn, run_id)
     run = get_run(conn, run_id)
     if run is None or run.terminal:
         return False
@@ -350,6 +353,7 @@ def mark_aborted(conn: Connection, run_id: str) -> bool:
 
 def recompute_run(conn: Connection, run_id: str) -> RunState:
     """Roll the children up into the header's state, counts and finish time."""
+    lock_run_events(conn, run_id)
     run = get_run(conn, run_id)
     if run is None:
         raise LookupError(f"unknown run {run_id}")
