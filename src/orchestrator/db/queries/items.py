@@ -40,13 +40,19 @@ INSERT INTO scrape_items (run_id, child_id, item_index, workspace_id, skill_run_
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (child_id, item_index) DO NOTHING
 """
-# PostgreSQL: COPY into a per-connection staging table, then one INSERT … ON CONFLICT.
-# About twice as fast as executemany (shared/reference/temporal-notes.md §4.2).
+# PostgreSQL: COPY, about twice as fast as executemany (temporal-notes.md §4.2): straight into
+# the table for a fresh page, or into a per-connection staging table merged with one
+# INSERT … ON CONFLICT DO NOTHING when some of the page may already be stored.
 _PG_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS scrape_items_stage (
     run_id text, child_id text, item_index bigint, workspace_id text, skill_run_id text,
     conversation_id text, actor text, data text, created_at timestamptz
 ) ON COMMIT DELETE ROWS
+"""
+_PG_CURSOR_FOR_UPDATE = "SELECT ingest_offset FROM scrape_children WHERE id = %s FOR UPDATE"
+_PG_COPY_DIRECT = """
+COPY scrape_items (run_id, child_id, item_index, workspace_id, skill_run_id,
+                   conversation_id, actor, data, created_at) FROM STDIN
 """
 _PG_COPY = """
 COPY scrape_items_stage (run_id, child_id, item_index, workspace_id, skill_run_id,
@@ -87,12 +93,20 @@ def write_page(
         elif dialect == "postgresql":
             raw: Any = conn.connection.driver_connection
             with raw.cursor() as cursor:
-                cursor.execute(_PG_STAGE)
-                with cursor.copy(_PG_COPY) as copy:
+                # Rows and cursor always commit together, so when the committed cursor is
+                # exactly this page's offset none of its rows can exist yet: COPY them
+                # straight in. Anything else (a retried or overlapping page) is merged.
+                cursor.execute(_PG_CURSOR_FOR_UPDATE, (child.id,))
+                (committed,) = cursor.fetchone()
+                fresh = committed == offset
+                if not fresh:
+                    cursor.execute(_PG_STAGE)
+                with cursor.copy(_PG_COPY_DIRECT if fresh else _PG_COPY) as copy:
                     for i, data in enumerate(encoded_items):
                         copy.write_row((*head, offset + i, *tail, data, now))
-                cursor.execute(_PG_MERGE)
-                cursor.execute("TRUNCATE scrape_items_stage")
+                if not fresh:
+                    cursor.execute(_PG_MERGE)
+                    cursor.execute("TRUNCATE scrape_items_stage")
         else:  # pragma: no cover - only the two supported engines
             raise NotImplementedError(dialect)
     set_ingest_progress(conn, child.id, offset + len(encoded_items))
