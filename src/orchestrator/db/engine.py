@@ -31,10 +31,6 @@ def read_only(engine: Engine) -> Engine:
     return engine.execution_options(**{READ_ONLY_OPTION: True})
 
 
-def is_sqlite(url: str) -> bool:
-    return make_url(url).get_backend_name() == "sqlite"
-
-
 def build_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url`` with this project's connection settings applied."""
     parsed = make_url(url)

@@ -27,7 +27,3 @@ def orchestrator_workflow_id(run_id: str) -> str:
 
 def poller_workflow_id(child: str) -> str:
     return f"scrape-child/{child}"
-
-
-def child_id_from_poller_workflow_id(workflow_id: str) -> str:
-    return workflow_id.removeprefix("scrape-child/")

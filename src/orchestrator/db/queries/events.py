@@ -34,18 +34,21 @@ def _lock_key(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) - 2**31  # into int4's range
 
 
-def lock_run_events(conn: Connection, run_id: str) -> None:
+def lock_run_events(conn: Connection, run_id: str) -> bool:
     """Serialise, until commit, the transactions that append events to ``run_id``.
 
     A transaction that appends events and also writes rows must call this before its first
     row write: every writer then takes the lock first and the row locks after, in the same
     order, so they cannot deadlock. Re-entrant within a transaction; a no-op on SQLite.
+    Returns whether a lock was taken (and so whether the caller may have waited for it).
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(
-            text("SELECT pg_advisory_xact_lock(:namespace, :key)"),
-            {"namespace": EVENT_LOCK_NAMESPACE, "key": _lock_key(run_id)},
-        )
+    if conn.dialect.name != "postgresql":
+        return False
+    conn.execute(
+        text("SELECT pg_advisory_xact_lock(:namespace, :key)"),
+        {"namespace": EVENT_LOCK_NAMESPACE, "key": _lock_key(run_id)},
+    )
+    return True
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, RowMapping, func, insert, select, update
 
 from orchestrator.db.queries._common import as_utc, utcnow
 from orchestrator.db.queries.events import append_event, lock_run_events
-from orchestrator.db.schema import scrape_children, scrape_items, scrape_runs
+from orchestrator.db.schema import scrape_children, scrape_runs
 from orchestrator.domain.lifecycle import (
     ChildState,
     RunState,
@@ -271,11 +271,12 @@ def transition_child(
     Returns False (and changes nothing) for a transition that is not allowed, such as a
     repeated or stale one: that is what makes the recording activities idempotent.
     """
-    found = get_child(conn, child_id)
-    if found is None:
+    child = get_child(conn, child_id)
+    if child is None:
         raise LookupError(f"unknown child {child_id}")
-    lock_run_events(conn, found.run_id)
-    child = get_child(conn, child_id) or found  # read again: we may have waited for the lock
+    if lock_run_events(conn, child.run_id):
+        # We may have waited for another writer: read the child again under the lock.
+        child = get_child(conn, child_id) or child
     if not child_transition_allowed(child.state, new_state):
         return False
     now = utcnow()
@@ -390,13 +391,3 @@ def recompute_run(conn: Connection, run_id: str) -> RunState:
             dedupe_key=f"{run_id}:state:{run.state.value}->{new_state.value}",
         )
     return new_state
-
-
-def count_items_for_child(conn: Connection, child_id: str) -> int:
-    return int(
-        conn.execute(
-            select(func.count())
-            .select_from(scrape_items)
-            .where(scrape_items.c.child_id == child_id)
-        ).scalar_one()
-    )
