@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.schema import scrape_events
 from orchestrator.domain.run_options import RunOptions
 from orchestrator.service.commands import ActorRun, SubmitRequest
 from orchestrator.service.submission import request_hash
@@ -134,3 +135,28 @@ async def test_without_the_workflow_engine_submit_and_abort_are_503(sqlite_engin
             assert response.status_code == 503, response.text
             assert response.json()["code"] == "unavailable"
         assert api.counts() == (0, 0)
+
+
+async def test_a_refused_workflow_start_is_503_and_leaves_nothing_behind(
+    api_any_db: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = api_any_db
+
+    async def refuse(*_: Any, **__: Any) -> None:
+        raise RuntimeError("temporal said no")
+
+    monkeypatch.setattr(api.temporal, "start_workflow", refuse)
+    events_before = event_count(api.engine)
+    response = await api.client.post(
+        "/runs", json={"workspaceId": "ws_x", "runs": [RUN, RUN]}, headers=api.auth(api.admin_key)
+    )
+    assert response.status_code == 503, response.text
+    problem = response.json()
+    assert problem["code"] == "unavailable" and "temporal said no" not in response.text
+    # Header, children and the run.created event were deleted again.
+    assert api.counts() == (0, 0) and event_count(api.engine) == events_before
+
+
+def event_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(scrape_events)).scalar_one())
