@@ -55,6 +55,8 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
+    """Render a problem. Only this module calls it; everything else raises a DomainError
+    (or, outside the app's handlers, renders one with :func:`problem_for`)."""
     body: dict[str, Any] = {
         "type": f"urn:orchestrator:problem:{code}",
         "title": title,
