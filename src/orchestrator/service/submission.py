@@ -51,17 +51,6 @@ from orchestrator.service.launch import start_request_workflow
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "Submission",
-    "SubmissionPolicy",
-    "WorkflowStartFailed",
-    "build_run",
-    "request_hash",
-    "submit",
-    "submit_request",
-    "validate_request",
-]
-
 
 def _setting_default(name: str) -> Any:
     return Settings.model_fields[name].default
