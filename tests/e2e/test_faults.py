@@ -67,13 +67,23 @@ def test_a_lost_start_answer_never_starts_a_second_run(
 def test_other_4xx_fail_that_child_at_once_and_spare_its_siblings(
     api: httpx.Client, emulator: httpx.Client
 ) -> None:
-    bad = generator(items=3) | {"options": {"memoryMb": 1000}}  # not a power of 2
+    # A refusal the API cannot foresee (options it could, and refuses with a 422 itself).
+    add_fault(
+        emulator,
+        "http",
+        method="POST",
+        path="/v2/act*/*leadgen/runs",
+        status=400,
+        errorType="invalid-input",
+        message="Input is not valid: icp is required",
+    )
+    bad = {"actor": "ultron-leadgen", "input": {"brief": "b"}}
     run_id = submit(api, request(bad, generator(items=4, durationSecs=1)))
     run = wait_terminal(api, run_id)
     assert run["state"] == "partial"
     refused, fine = run["children"]
     assert refused["state"] == "failed"
-    assert "power of 2" in refused["statusMessage"]
+    assert "icp is required" in refused["statusMessage"]
     assert fine["state"] == "succeeded" and fine["itemsIngested"] == 4
     kinds = event_kinds(api, run_id)
     assert kinds["child.spawn_attempt"] == 2  # one each: the refused start was not retried

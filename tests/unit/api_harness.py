@@ -34,11 +34,15 @@ class _Handle:
     async def cancel(self) -> None:
         self.owner.cancelled.append(self.workflow_id)
 
+    async def signal(self, name: str, arg: Any) -> None:
+        self.owner.signalled.append((self.workflow_id, name))
+
 
 @dataclass
 class FakeTemporal:
     started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    signalled: list[tuple[str, str]] = field(default_factory=list)
 
     async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> None:
         self.started.append(id)
@@ -54,6 +58,8 @@ class Api:
     temporal: FakeTemporal
     settings: Settings
     admin_key: str
+    #: The app's state (set ``temporal`` to None to see the API without a workflow engine).
+    state: AppState
     baseline: tuple[int, int] = (0, 0)
 
     def auth(self, key: str) -> dict[str, str]:
@@ -132,11 +138,10 @@ async def _api_for(engine: Engine, **overrides: Any) -> AsyncIterator[Api]:
         admin = create_key(conn, workspace_id=None, name="admin", callback_secret_key=CALLBACK_KEY)
     app = create_app(settings)
     temporal = FakeTemporal()
-    app.state.orchestrator = AppState(
-        settings=settings, engine=engine, temporal=cast(Client, temporal)
-    )
+    state = AppState(settings=settings, engine=engine, temporal=cast(Client, temporal))
+    app.state.orchestrator = state
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:
-        api = Api(client, engine, temporal, settings, admin.plaintext)
+        api = Api(client, engine, temporal, settings, admin.plaintext, state)
         api.baseline = api._totals()
         yield api

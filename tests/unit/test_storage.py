@@ -10,8 +10,8 @@ from sqlalchemy import Engine, inspect, select
 from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.db.engine import migrate
 from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import item_pages, registry
 from orchestrator.db.queries import items as item_queries
-from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import metadata, scrape_items
 from orchestrator.domain.ids import child_id, new_run_id
@@ -76,8 +76,8 @@ def test_request_lifecycle_and_roll_up(engine: Engine) -> None:
         assert final is not None
         # Every child has ended: partial is now the final state.
         assert final.state is RunState.PARTIAL and final.terminal and final.finished_at
-        child = run_queries.find_child_by_platform_run(conn, "P1")
-        assert child is not None and child.id == first
+        child = run_queries.get_child(conn, first)
+        assert child is not None and child.platform_run_id == "P1" and child.dataset_id == "D1"
         kinds = [e.kind for e in event_queries.list_events(conn, run_id)]
     assert kinds.count("child.state") == 5
     assert "run.created" in kinds and "run.state" in kinds
@@ -110,10 +110,14 @@ def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
         assert sorted(indexes) == list(range(250))
         child = run_queries.get_child(conn, cid)
         assert child is not None and child.ingest_offset == 250 and child.items_ingested == 250
-        first = item_queries.list_items(conn, run_id, limit=100)
-        rest = item_queries.list_items(conn, run_id, after_id=first[-1].id, limit=1000)
-        assert [i.data["n"] for i in first + rest] == list(range(250))
-        assert first[0].actor == "ultron-leadgen"
+        # Read back the way the API pages them: a plan per page, then the rows streamed.
+        page_one = item_pages.plan_page(conn, run_id, {}, limit=100)
+        page_two = item_pages.plan_page(conn, run_id, page_one.next_offsets, limit=1000)
+    assert page_one.more_stored and not page_two.more_stored
+    first = list(item_pages.stream_rows(engine, page_one, chunk=30))
+    rest = list(item_pages.stream_rows(engine, page_two))
+    assert [json.loads(i.data)["n"] for i in first + rest] == list(range(250))
+    assert first[0].actor == "ultron-leadgen"
 
 
 def test_registry_seed_does_not_overwrite_operator_edits(engine: Engine) -> None:
@@ -124,10 +128,9 @@ def test_registry_seed_does_not_overwrite_operator_edits(engine: Engine) -> None
             conn, "ultron-leadgen", registry.ActorEntry(platform_actor_id="someone~else")
         )
         assert registry.seed_registry(conn, entries) == 0
-        entry = registry.get_actor(conn, "ultron-leadgen")
-        assert entry is not None and entry.platform_actor_id == "someone~else"
-        assert registry.get_actor(conn, "nope") is None
-        assert "ultron-similarweb-bulk" in registry.list_actors(conn)
+        actors = registry.list_actors(conn)
+        assert actors["ultron-leadgen"].platform_actor_id == "someone~else"
+        assert "ultron-similarweb-bulk" in actors and "nope" not in actors
 
 
 def test_event_dedupe_keys(engine: Engine) -> None:

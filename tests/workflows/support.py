@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.domain.ids import orchestrator_workflow_id
+from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.submission import submit_request
 from orchestrator.workflows.types import OrchestratorResult
 from tests.workflows.conftest import Harness
@@ -16,7 +17,7 @@ from tests.workflows.conftest import Harness
 T = TypeVar("T")
 
 
-def request(*runs: dict[str, Any]) -> CreateRunRequest:
+def request(*runs: dict[str, Any]) -> SubmitRequest:
     return CreateRunRequest.model_validate(
         {
             "workspaceId": "ws_test",
@@ -24,10 +25,10 @@ def request(*runs: dict[str, Any]) -> CreateRunRequest:
             "conversationId": "c_1",
             "runs": list(runs),
         }
-    )
+    ).to_command()
 
 
-async def submit(h: Harness, body: CreateRunRequest) -> str:
+async def submit(h: Harness, body: SubmitRequest) -> str:
     record = await submit_request(h.engine, h.env.client, h.task_queue, body)
     return record.id
 
@@ -39,7 +40,7 @@ async def result_of(h: Harness, run_id: str) -> OrchestratorResult:
     return await asyncio.wait_for(handle.result(), timeout=60)
 
 
-async def run_to_end(h: Harness, body: CreateRunRequest) -> tuple[str, OrchestratorResult]:
+async def run_to_end(h: Harness, body: SubmitRequest) -> tuple[str, OrchestratorResult]:
     run_id = await submit(h, body)
     return run_id, await result_of(h, run_id)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -51,8 +52,9 @@ async def test_callback_is_signed_retried_and_recorded(
 ) -> None:
     async with make_harness(sqlite_engine, **OVERRIDES) as h:
         with callback_receiver(statuses) as receiver:
-            body = request({"actor": "ultron-leadgen", "input": {}}).model_copy(
-                update={"callback_webhook": receiver.url + "?token=sekrit-token"}
+            body = dataclasses.replace(
+                request({"actor": "ultron-leadgen", "input": {}}),
+                callback_webhook=receiver.url + "?token=sekrit-token",
             )
             record = await submit_request(
                 h.engine,

@@ -18,10 +18,31 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.domain.errors import DomainError
+from orchestrator.service.errors import Unauthorized
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+
+#: The HTTP status of every domain and service error code (tests check none is missing).
+STATUS_OF_CODE: dict[str, int] = {
+    "validation-failed": 422,
+    "unknown-actor": 400,
+    "not-found": 404,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "unsafe-callback-url": 400,
+    "too-many-runs": 422,
+    "input-too-large": 422,
+    "payload-too-large": 413,
+    "idempotency-key-reused": 422,
+    "invalid-idempotency-key": 400,
+    "workspace-required": 422,
+    "unavailable": 503,
+    "malformed-body": 400,
+    "run-mismatch": 409,
+}
+_BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}
 
 
 def problem(
@@ -34,6 +55,8 @@ def problem(
     errors: list[dict[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
+    """Render a problem. Only this module calls it; everything else raises a DomainError
+    (or, outside the app's handlers, renders one with :func:`problem_for`)."""
     body: dict[str, Any] = {
         "type": f"urn:orchestrator:problem:{code}",
         "title": title,
@@ -50,6 +73,18 @@ def problem(
     )
 
 
+def problem_for(exc: DomainError, *, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The problem+json answer to a domain error: the one place a code gets its status."""
+    status = STATUS_OF_CODE.get(exc.code)
+    if status is None:
+        log.error("domain error code %r has no HTTP status; answering 400", exc.code)
+        status = 400
+    extra = dict(headers or {})
+    if isinstance(exc, Unauthorized):
+        extra.update(_BEARER_CHALLENGE)
+    return problem(status, exc.code, exc.title, exc.detail, field=exc.field, headers=extra)
+
+
 def _pointer(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return "/" + "/".join(parts)
@@ -58,10 +93,7 @@ def _pointer(loc: tuple[Any, ...]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(_request: Request, exc: DomainError) -> JSONResponse:
-        headers: Mapping[str, str] | None = getattr(exc, "headers", None)
-        return problem(
-            exc.status, exc.code, exc.title, exc.detail, field=exc.field, headers=headers
-        )
+        return problem_for(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:

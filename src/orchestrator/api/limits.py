@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.api.errors import problem
+from orchestrator.api.errors import problem_for
+from orchestrator.service.errors import PayloadTooLarge
 
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -26,11 +27,9 @@ class BodySizeLimit:
         self.exempt = frozenset(exempt)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(
-            413,
-            "payload-too-large",
-            "Request body is too large",
-            f"the request body exceeds {self.max_bytes} bytes",
+        # Outside the app's exception handlers, so the error is rendered here, the same way.
+        response = problem_for(
+            PayloadTooLarge(f"the request body exceeds {self.max_bytes} bytes"),
             headers={"Connection": "close"},
         )
         await response(scope, receive, send)

@@ -2,16 +2,21 @@
 
 Limits that depend on settings (runs per request, input size) are enforced by the service
 and written into the OpenAPI document by ``api.openapi``, so the document states what the
-running app accepts.
+running app accepts. Run options are checked by the service against ``domain.run_options``;
+their schema here only states those rules (from the same constants). ``to_command`` turns
+a body into the service's command type, so nothing below the API sees this wire format.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
+
+from orchestrator.domain import run_options as rules
+from orchestrator.service.commands import ActorRun, SubmitRequest
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
 
@@ -20,19 +25,47 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-class RunOptions(ApiModel):
-    memory_mb: int | None = Field(
-        default=None, ge=128, le=32768, description="Memory of the platform run, a power of 2."
-    )
-    timeout_sec: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
-    build: str | None = Field(default=None, max_length=64)
-    max_items: int | None = Field(default=None, ge=1)
+def _documented(schema: dict[str, Any]) -> WithJsonSchema:
+    """The schema of a value the service validates (``domain.run_options``), for the docs."""
+    return WithJsonSchema(schema)
 
-    def merged_with(self, defaults: dict[str, Any]) -> dict[str, Any]:
-        """These options over the registry's defaults, in wire (camelCase) form."""
-        merged = {k: v for k, v in defaults.items() if v is not None}
-        merged.update(self.model_dump(by_alias=True, exclude_none=True))
-        return merged
+
+class RunOptions(ApiModel):
+    memory_mb: (
+        Annotated[int, _documented({"type": "integer", "enum": list(rules.MEMORY_MB_CHOICES)})]
+        | None
+    ) = Field(
+        default=None,
+        description=f"Memory of the platform run: a power of 2 from {rules.MEMORY_MB_MIN} to "
+        f"{rules.MEMORY_MB_MAX} MB.",
+    )
+    timeout_sec: (
+        Annotated[
+            int,
+            _documented(
+                {
+                    "type": "integer",
+                    "minimum": rules.TIMEOUT_SEC_MIN,
+                    "maximum": rules.TIMEOUT_SEC_MAX,
+                }
+            ),
+        ]
+        | None
+    ) = None
+    build: (
+        Annotated[str, _documented({"type": "string", "maxLength": rules.BUILD_MAX_LENGTH})] | None
+    ) = None
+    max_items: (
+        Annotated[int, _documented({"type": "integer", "minimum": rules.MAX_ITEMS_MIN})] | None
+    ) = None
+
+    def to_options(self) -> rules.RunOptions:
+        return rules.RunOptions(
+            memory_mb=self.memory_mb,
+            timeout_sec=self.timeout_sec,
+            build=self.build,
+            max_items=self.max_items,
+        )
 
 
 class ActorRunRequest(ApiModel):
@@ -67,6 +100,18 @@ class CreateRunRequest(ApiModel):
     runs: list[ActorRunRequest] = Field(
         min_length=1, description="The actor runs (at most `maxRunsPerRequest`)."
     )
+
+    def to_command(self) -> SubmitRequest:
+        return SubmitRequest(
+            runs=tuple(
+                ActorRun(actor=r.actor, input=r.input, options=r.options.to_options())
+                for r in self.runs
+            ),
+            workspace_id=self.workspace_id,
+            conversation_id=self.conversation_id,
+            skill_id=self.skill_id,
+            callback_webhook=self.callback_webhook,
+        )
 
     model_config = ConfigDict(
         alias_generator=to_camel,

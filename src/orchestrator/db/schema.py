@@ -1,7 +1,7 @@
 """SQLAlchemy Core tables of the app database (no ORM).
 
 The tables mirror DESIGN.md's data model; the Alembic migrations in ``migrations/`` create
-exactly these tables, and ``tests/unit/test_migrations.py`` checks that they agree.
+exactly these tables, and ``tests/unit/test_storage.py`` checks that they agree.
 Item payloads are stored as JSON text rather than ``jsonb``: rows are written far more
 often than they are queried inside the database, and text is the faster bulk path on both
 engines.

@@ -208,59 +208,82 @@ class CallbackSender:
             logger.warning("callback refused: unsafe URL (%s)", exc.reason)
             return _failure(f"unsafe callback URL: {exc.reason}", retryable=False)
         where = url_for_log(target)
-
         try:
-            async with asyncio.timeout(self._total_timeout):
-                parsed = httpx.URL(target)
-                port = parsed.port or (443 if parsed.scheme == "https" else 80)
-                await resolve_and_check(
-                    parsed.host,
-                    port,
-                    resolver=self._resolver,
-                    allow_insecure_localhost=allow_insecure_localhost,
-                )
-                request = self._client.build_request("POST", target, content=body, headers=headers)
-                # Stream so only the status line and headers are read: a hostile receiver
-                # cannot make us buffer a huge body.
-                response = await self._client.send(request, stream=True, follow_redirects=False)
-                await response.aclose()
-        except UnsafeCallbackUrl as exc:
-            logger.warning("callback to %s refused: %s", where, exc.reason)
-            return _failure(f"unsafe callback URL: {exc.reason}", retryable=False)
-        except httpx.InvalidURL:  # not expected after canonicalisation; fail closed
-            logger.warning("callback to %s refused: URL rejected by the HTTP client", where)
-            return _failure("unsafe callback URL: URL is malformed", retryable=False)
-        except (TimeoutError, httpx.TimeoutException):
-            logger.warning("callback to %s timed out", where)
-            return _failure("timed out", retryable=True)
-        except httpx.HTTPError as exc:
-            # The class name only: httpx messages can quote the request URL.
-            logger.warning("callback to %s failed: %s", where, type(exc).__name__)
-            return _failure(f"network error ({type(exc).__name__})", retryable=True)
-        except OSError as exc:  # DNS resolution failure (socket.gaierror) or empty answer
-            logger.warning("callback to %s: name resolution failed (%s)", where, type(exc).__name__)
-            return _failure("could not resolve host", retryable=True)
-
-        delivered, retryable = classify_response(response.status_code)
-        retry_after = (
-            parse_retry_after(response.headers.get("retry-after"), now=datetime.now(UTC))
-            if retryable
-            else None
-        )
-        if delivered:
-            logger.info("callback to %s delivered (%d)", where, response.status_code)
-            error = None
-        else:
-            logger.warning(
-                "callback to %s answered %d (retryable=%s)", where, response.status_code, retryable
+            response = await self._post(
+                target, body, headers, allow_insecure_localhost=allow_insecure_localhost
             )
-            error = f"HTTP {response.status_code}"
-            if 300 <= response.status_code <= 399:
-                error += " (redirects are not followed)"
-        return DeliveryOutcome(
-            delivered=delivered,
-            status_code=response.status_code,
-            retryable=retryable,
-            error=error,
-            retry_after_seconds=retry_after,
+        except (UnsafeCallbackUrl, httpx.InvalidURL, httpx.HTTPError, OSError) as exc:
+            return _attempt_failed(exc, where)
+        return _answered(response, where)
+
+    async def _post(
+        self,
+        target: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        allow_insecure_localhost: bool,
+    ) -> httpx.Response:
+        """Check the resolved address, then POST; all of it within the total timeout."""
+        async with asyncio.timeout(self._total_timeout):
+            parsed = httpx.URL(target)
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            await resolve_and_check(
+                parsed.host,
+                port,
+                resolver=self._resolver,
+                allow_insecure_localhost=allow_insecure_localhost,
+            )
+            request = self._client.build_request("POST", target, content=body, headers=headers)
+            # Stream so only the status line and headers are read: a hostile receiver
+            # cannot make us buffer a huge body.
+            response = await self._client.send(request, stream=True, follow_redirects=False)
+            await response.aclose()
+        return response
+
+
+def _attempt_failed(exc: Exception, where: str) -> DeliveryOutcome:
+    """The outcome of an attempt that got no HTTP answer (checked most specific first)."""
+    if isinstance(exc, UnsafeCallbackUrl):
+        logger.warning("callback to %s refused: %s", where, exc.reason)
+        return _failure(f"unsafe callback URL: {exc.reason}", retryable=False)
+    if isinstance(exc, httpx.InvalidURL):  # not expected after canonicalisation; fail closed
+        logger.warning("callback to %s refused: URL rejected by the HTTP client", where)
+        return _failure("unsafe callback URL: URL is malformed", retryable=False)
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
+        logger.warning("callback to %s timed out", where)
+        return _failure("timed out", retryable=True)
+    if isinstance(exc, httpx.HTTPError):
+        # The class name only: httpx messages can quote the request URL.
+        logger.warning("callback to %s failed: %s", where, type(exc).__name__)
+        return _failure(f"network error ({type(exc).__name__})", retryable=True)
+    # DNS resolution failure (socket.gaierror) or an empty answer.
+    logger.warning("callback to %s: name resolution failed (%s)", where, type(exc).__name__)
+    return _failure("could not resolve host", retryable=True)
+
+
+def _answered(response: httpx.Response, where: str) -> DeliveryOutcome:
+    """The outcome of an attempt the receiver answered."""
+    delivered, retryable = classify_response(response.status_code)
+    retry_after = (
+        parse_retry_after(response.headers.get("retry-after"), now=datetime.now(UTC))
+        if retryable
+        else None
+    )
+    if delivered:
+        logger.info("callback to %s delivered (%d)", where, response.status_code)
+        error = None
+    else:
+        logger.warning(
+            "callback to %s answered %d (retryable=%s)", where, response.status_code, retryable
         )
+        error = f"HTTP {response.status_code}"
+        if 300 <= response.status_code <= 399:
+            error += " (redirects are not followed)"
+    return DeliveryOutcome(
+        delivered=delivered,
+        status_code=response.status_code,
+        retryable=retryable,
+        error=error,
+        retry_after_seconds=retry_after,
+    )

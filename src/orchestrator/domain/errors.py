@@ -1,13 +1,16 @@
-"""Domain error types, mapped to problem+json responses by the API's single error path."""
+"""Domain error types, mapped to problem+json responses by the API's single error path.
+
+Each carries a stable ``code``, a human ``title``, a ``detail`` and the offending ``field``;
+the HTTP status of each code is the API's business (``api.errors``), not the domain's.
+"""
 
 from __future__ import annotations
 
 
 class DomainError(Exception):
-    """Base of errors a caller can act on. ``code`` is stable; ``status`` is the HTTP status."""
+    """Base of errors a caller can act on. ``code`` is stable."""
 
     code = "error"
-    status = 400
     title = "Bad request"
 
     def __init__(self, detail: str, *, field: str | None = None) -> None:
@@ -18,23 +21,18 @@ class DomainError(Exception):
 
 class ValidationFailed(DomainError):
     code = "validation-failed"
-    status = 422
     title = "The request is not valid"
+
+
+class InvalidRunOption(ValidationFailed):
+    """A run option the platform would refuse (or one outside our own documented bounds)."""
 
 
 class UnknownActor(DomainError):
     code = "unknown-actor"
-    status = 400
     title = "Actor is not registered"
 
 
 class NotFound(DomainError):
     code = "not-found"
-    status = 404
     title = "Not found"
-
-
-class Conflict(DomainError):
-    code = "conflict"
-    status = 409
-    title = "Conflict"

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine
 from orchestrator.db.engine import read_only
 from orchestrator.db.queries import api_keys as key_queries
 from orchestrator.db.queries import workspaces as workspace_queries
+from orchestrator.domain.errors import NotFound
 from orchestrator.security import api_keys as keyfmt
 from orchestrator.security.callback_secrets import derive_callback_secret, new_nonce
 
@@ -79,6 +80,16 @@ def create_key(
     assert record is not None
     log.info("API key %s created (%s)", new.key_id, workspace_id or "admin")
     return CreatedKey(record=record, plaintext=new.plaintext, callback_secret=secret)
+
+
+def revoke_key(conn: Connection, key_id: str) -> key_queries.ApiKeyRecord:
+    """Revoke a key (idempotent); the revoked record, or :class:`NotFound`."""
+    if not key_queries.revoke_key(conn, key_id):
+        raise NotFound(f"API key {key_id} does not exist", field="keyId")
+    record = key_queries.get_key(conn, key_id)
+    assert record is not None
+    log.info("API key %s revoked", key_id)
+    return record
 
 
 def register_bootstrap_key(conn: Connection, plaintext: str) -> bool:

@@ -17,6 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.errors import NotFound
 from orchestrator.domain.ids import orchestrator_workflow_id
+from orchestrator.service.errors import EngineUnavailable
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,12 @@ class AbortOutcome:
 
 
 async def abort_request(
-    engine: Engine, temporal: Client, run_id: str, *, workspace_id: str | None = None
+    engine: Engine, temporal: Client | None, run_id: str, *, workspace_id: str | None = None
 ) -> AbortOutcome:
     """Abort ``run_id``; with ``workspace_id`` only if the run belongs to that workspace
     (another workspace's run is reported as missing, and nothing is changed)."""
+    if temporal is None:
+        raise EngineUnavailable("Temporal is not connected")
 
     def flag() -> tuple[run_queries.RunRecord | None, bool]:
         with engine.begin() as conn:

@@ -1,10 +1,10 @@
 """Submitting a request: validate, store it, start its workflow - or replay an earlier one.
 
-Everything is checked before anything is written (limits, the callback URL, every actor
-against the registry, the Idempotency-Key), and the header, its children and its workspace
-row are written in one transaction, so a rejected request leaves nothing behind. The
-workflow id is derived from the run id, so starting it again (a retried call) finds the
-same execution.
+Everything is checked before anything is written (the workspace, limits, every run's
+options, the callback URL, every actor against the registry, the Idempotency-Key), and the
+header, its children and its workspace row are written in one transaction, so a rejected
+request leaves nothing behind. The workflow id is derived from the run id, so starting it
+again (a retried call) finds the same execution.
 
 Idempotency (draft-ietf-httpapi-idempotency-key-header): the key is stored on the header,
 unique per workspace, with a SHA-256 of the normalised request. The same key with the same
@@ -20,26 +20,31 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from temporalio.client import Client
 
-from orchestrator.api.schemas import CreateRunRequest
+from orchestrator.config.settings import Settings
 from orchestrator.db.engine import read_only
 from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
-from orchestrator.db.schema import scrape_children, scrape_events, scrape_runs
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
-from orchestrator.domain.errors import UnknownActor
+from orchestrator.domain.errors import NotFound, UnknownActor
 from orchestrator.domain.ids import child_id, new_run_id
+from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
+from orchestrator.service.auth import Principal
+from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.errors import (
+    EngineUnavailable,
     IdempotencyKeyReused,
     InputTooLarge,
     TooManyRuns,
     UnsafeCallbackWebhook,
+    WorkflowStartFailed,
     WorkspaceRequired,
 )
 from orchestrator.service.launch import start_request_workflow
@@ -47,17 +52,25 @@ from orchestrator.service.launch import start_request_workflow
 log = logging.getLogger(__name__)
 
 
-class WorkflowStartFailed(Exception):
-    """Temporal did not accept the workflow; the request was rolled back."""
+def _setting_default(name: str) -> Any:
+    return Settings.model_fields[name].default
 
 
 @dataclass(frozen=True)
 class SubmissionPolicy:
-    """Limits and URL rules a request is checked against (from Settings in the API)."""
+    """Limits and URL rules a request is checked against; defaults are the settings'."""
 
-    max_runs_per_request: int = 100
-    max_input_bytes: int = 64 * 1024
-    allow_insecure_callback_localhost: bool = False
+    max_runs_per_request: int = _setting_default("max_runs_per_request")
+    max_input_bytes: int = _setting_default("max_input_bytes")
+    allow_insecure_callback_localhost: bool = _setting_default("allow_insecure_callback_localhost")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SubmissionPolicy:
+        return cls(
+            max_runs_per_request=settings.max_runs_per_request,
+            max_input_bytes=settings.max_input_bytes,
+            allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
+        )
 
 
 @dataclass(frozen=True)
@@ -67,15 +80,28 @@ class Submission:
     replayed: bool = False
 
 
-def validate_request(body: CreateRunRequest, policy: SubmissionPolicy) -> str | None:
-    """Check the limits and the callback URL; returns the canonical callback URL."""
-    if len(body.runs) > policy.max_runs_per_request:
+def workspace_of(command: SubmitRequest, caller: Principal | None) -> str:
+    """The workspace a request is for: a workspace key's own (naming another is a 404, as
+    for any other tenant's resource); an admin key or an internal caller must name one."""
+    if caller is not None and caller.workspace_id is not None:
+        if command.workspace_id not in (None, caller.workspace_id):
+            raise NotFound(f"workspace {command.workspace_id} does not exist", field="/workspaceId")
+        return caller.workspace_id
+    if command.workspace_id is None:
+        detail = "workspaceId is required" + (" with an admin key" if caller else "")
+        raise WorkspaceRequired(detail, field="/workspaceId")
+    return command.workspace_id
+
+
+def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | None:
+    """Check the limits, the options and the callback URL; returns the canonical URL."""
+    if len(command.runs) > policy.max_runs_per_request:
         raise TooManyRuns(
-            f"{len(body.runs)} actor runs requested; at most "
+            f"{len(command.runs)} actor runs requested; at most "
             f"{policy.max_runs_per_request} per request",
             field="/runs",
         )
-    for index, spec in enumerate(body.runs):
+    for index, spec in enumerate(command.runs):
         size = len(json.dumps(spec.input, separators=(",", ":")).encode("utf-8"))
         if size > policy.max_input_bytes:
             raise InputTooLarge(
@@ -83,11 +109,12 @@ def validate_request(body: CreateRunRequest, policy: SubmissionPolicy) -> str | 
                 f"{policy.max_input_bytes} bytes",
                 field=f"/runs/{index}/input",
             )
-    if body.callback_webhook is None:
+        check_run_options(spec.options, pointer=f"/runs/{index}/options")
+    if command.callback_webhook is None:
         return None
     try:
         return check_callback_url(
-            body.callback_webhook,
+            command.callback_webhook,
             allow_insecure_localhost=policy.allow_insecure_callback_localhost,
         )
     except UnsafeCallbackUrl as exc:
@@ -97,30 +124,55 @@ def validate_request(body: CreateRunRequest, policy: SubmissionPolicy) -> str | 
         ) from None
 
 
-def request_hash(body: CreateRunRequest, workspace_id: str) -> str:
-    """SHA-256 of the normalised request (defaults filled in, keys sorted)."""
-    document = body.model_dump(mode="json", by_alias=True)
-    document["workspaceId"] = workspace_id
+def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, Any]:
+    """The request in the fingerprint's own fixed form: every field, unset ones as null.
+
+    The names are spelled out here, not taken from the API's aliases, so renaming a wire
+    field cannot change stored fingerprints. The form equals the request body as the API
+    received it with defaults filled in, which keeps fingerprints stored before this
+    function existed valid.
+    """
+    return {
+        "workspaceId": workspace_id,
+        "conversationId": command.conversation_id,
+        "skillId": command.skill_id,
+        "callbackWebhook": command.callback_webhook,
+        "runs": [
+            {
+                "actor": spec.actor,
+                "input": spec.input,
+                "options": {
+                    "memoryMb": spec.options.memory_mb,
+                    "timeoutSec": spec.options.timeout_sec,
+                    "build": spec.options.build,
+                    "maxItems": spec.options.max_items,
+                },
+            }
+            for spec in command.runs
+        ],
+    }
+
+
+def request_hash(command: SubmitRequest, workspace_id: str) -> str:
+    """SHA-256 of the canonical request (keys sorted, compact, UTF-8)."""
+    document = canonical_request(command, workspace_id)
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def build_run(
-    body: CreateRunRequest,
+    command: SubmitRequest,
     actors: dict[str, registry.ActorEntry],
     *,
-    workspace_id: str | None = None,
+    workspace_id: str,
     callback_url: str | None = None,
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
 ) -> run_queries.NewRun:
     """The rows for a request, or :class:`UnknownActor` naming the first unknown actor."""
-    workspace = workspace_id or body.workspace_id
-    if workspace is None:
-        raise WorkspaceRequired("workspaceId is required", field="/workspaceId")
     run_id = new_run_id()
     children = []
-    for index, spec in enumerate(body.runs):
+    for index, spec in enumerate(command.runs):
         entry = actors.get(spec.actor)
         if entry is None:
             raise UnknownActor(
@@ -128,6 +180,13 @@ def build_run(
                 + ", ".join(sorted(actors)),
                 field=f"/runs/{index}/actor",
             )
+        options = spec.options.over(entry.defaults.as_options())
+        # The caller's own options were checked already; only a registry default can fail.
+        check_run_options(
+            options,
+            pointer=f"/runs/{index}/options",
+            source=f"the registry default of {spec.actor}; set the option explicitly",
+        )
         children.append(
             run_queries.NewChild(
                 id=child_id(run_id, index),
@@ -135,91 +194,119 @@ def build_run(
                 actor=spec.actor,
                 platform_actor_id=entry.platform_actor_id,
                 input=spec.input,
-                options=spec.options.merged_with(
-                    entry.defaults.model_dump(by_alias=True, exclude_none=True)
-                ),
+                options=options.stored(),
             )
         )
     return run_queries.NewRun(
         id=run_id,
-        workspace_id=workspace,
-        conversation_id=body.conversation_id,
-        skill_run_id=body.skill_id,
-        callback_url=callback_url if callback_url is not None else body.callback_webhook,
+        workspace_id=workspace_id,
+        conversation_id=command.conversation_id,
+        skill_run_id=command.skill_id,
+        callback_url=callback_url,
         idempotency_key=idempotency_key,
         request_hash=fingerprint,
         children=tuple(children),
     )
 
 
-async def submit(
+def _earlier(
+    engine: Engine, workspace: str, idempotency_key: str | None, fingerprint: str | None
+) -> run_queries.RunRecord | None:
+    """The run an Idempotency-Key was first used for, if the request is the same one."""
+    if idempotency_key is None:
+        return None
+    with read_only(engine).connect() as conn:
+        found = run_queries.find_run_by_idempotency_key(conn, workspace, idempotency_key)
+    if found is not None and found.request_hash != fingerprint:
+        raise IdempotencyKeyReused(
+            "this Idempotency-Key was already used with a different request",
+            field="Idempotency-Key",
+        )
+    return found
+
+
+def _store(
     engine: Engine,
-    temporal: Client,
-    task_queue: str,
-    body: CreateRunRequest,
+    command: SubmitRequest,
     *,
-    workspace_id: str | None = None,
-    policy: SubmissionPolicy | None = None,
-    idempotency_key: str | None = None,
+    workspace: str,
+    callback_url: str | None,
+    idempotency_key: str | None,
+    fingerprint: str | None,
 ) -> Submission:
-    """Validate and store a request and start its workflow (or replay an identical one)."""
-    policy = policy or SubmissionPolicy()
-    workspace = workspace_id or body.workspace_id
-    if workspace is None:
-        raise WorkspaceRequired("workspaceId is required", field="/workspaceId")
-    callback_url = validate_request(body, policy)
-    fingerprint = request_hash(body, workspace) if idempotency_key else None
-
-    def earlier() -> run_queries.RunRecord | None:
-        if idempotency_key is None:
-            return None
-        with read_only(engine).connect() as conn:
-            found = run_queries.find_run_by_idempotency_key(conn, workspace, idempotency_key)
-        if found is not None and found.request_hash != fingerprint:
-            raise IdempotencyKeyReused(
-                "this Idempotency-Key was already used with a different request",
-                field="Idempotency-Key",
+    """Write the request in one transaction, or find the earlier one it replays."""
+    replay = _earlier(engine, workspace, idempotency_key, fingerprint)
+    if replay is not None:
+        return Submission(run=replay, replayed=True)
+    try:
+        with engine.begin() as conn:
+            run = build_run(
+                command,
+                registry.list_actors(conn),
+                workspace_id=workspace,
+                callback_url=callback_url,
+                idempotency_key=idempotency_key,
+                fingerprint=fingerprint,
             )
-        return found
+            workspace_queries.ensure_workspace(conn, workspace, new_nonce)
+            run_queries.insert_run(conn, run)
+            record = run_queries.get_run(conn, run.id)
+            assert record is not None
+            return Submission(run=record)
+    except IntegrityError:
+        # A concurrent request with the same Idempotency-Key committed first.
+        replay = _earlier(engine, workspace, idempotency_key, fingerprint)
+        if replay is None:
+            raise
+        return Submission(run=replay, replayed=True)
 
-    def store() -> Submission:
-        replay = earlier()
-        if replay is not None:
-            return Submission(run=replay, replayed=True)
-        try:
-            with engine.begin() as conn:
-                run = build_run(
-                    body,
-                    registry.list_actors(conn),
-                    workspace_id=workspace,
-                    callback_url=callback_url,
-                    idempotency_key=idempotency_key,
-                    fingerprint=fingerprint,
-                )
-                workspace_queries.ensure_workspace(conn, workspace, new_nonce)
-                run_queries.insert_run(conn, run)
-                record = run_queries.get_run(conn, run.id)
-                assert record is not None
-                return Submission(run=record)
-        except IntegrityError:
-            # A concurrent request with the same Idempotency-Key committed first.
-            replay = earlier()
-            if replay is None:
-                raise
-            return Submission(run=replay, replayed=True)
 
-    submission = await asyncio.to_thread(store)
-    if submission.replayed:
-        log.info("idempotent replay of %s", submission.run.id)
-        return submission
-    record = submission.run
+async def _start(
+    engine: Engine, temporal: Client, task_queue: str, record: run_queries.RunRecord
+) -> None:
+    """Start the stored request's workflow; if Temporal refuses, delete the request again."""
     child_ids = [child_id(record.id, i) for i in range(record.children_total)]
     try:
         await start_request_workflow(temporal, task_queue, record.id, child_ids)
     except Exception as exc:
         log.exception("could not start the workflow of %s; rolling the request back", record.id)
         await asyncio.to_thread(_forget, engine, record.id)
-        raise WorkflowStartFailed(str(exc)) from exc
+        raise WorkflowStartFailed("the request could not be started") from exc
+
+
+async def submit(
+    engine: Engine,
+    temporal: Client | None,
+    task_queue: str,
+    command: SubmitRequest,
+    *,
+    caller: Principal | None = None,
+    policy: SubmissionPolicy | None = None,
+    idempotency_key: str | None = None,
+) -> Submission:
+    """Validate and store a request and start its workflow (or replay an identical one).
+
+    ``caller`` is the API key's principal (None for internal callers, which must name the
+    workspace).
+    """
+    workspace = workspace_of(command, caller)
+    if temporal is None:
+        raise EngineUnavailable("Temporal is not connected")
+    callback_url = validate_request(command, policy or SubmissionPolicy())
+    fingerprint = request_hash(command, workspace) if idempotency_key else None
+    submission = await asyncio.to_thread(
+        _store,
+        engine,
+        command,
+        workspace=workspace,
+        callback_url=callback_url,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+    )
+    if submission.replayed:
+        log.info("idempotent replay of %s", submission.run.id)
+    else:
+        await _start(engine, temporal, task_queue, submission.run)
     return submission
 
 
@@ -227,27 +314,18 @@ async def submit_request(
     engine: Engine,
     temporal: Client,
     task_queue: str,
-    body: CreateRunRequest,
+    command: SubmitRequest,
     *,
-    workspace_id: str | None = None,
     policy: SubmissionPolicy | None = None,
     idempotency_key: str | None = None,
 ) -> run_queries.RunRecord:
     """:func:`submit` for callers that only need the stored header."""
     submission = await submit(
-        engine,
-        temporal,
-        task_queue,
-        body,
-        workspace_id=workspace_id,
-        policy=policy,
-        idempotency_key=idempotency_key,
+        engine, temporal, task_queue, command, policy=policy, idempotency_key=idempotency_key
     )
     return submission.run
 
 
 def _forget(engine: Engine, run_id: str) -> None:
     with engine.begin() as conn:
-        conn.execute(delete(scrape_events).where(scrape_events.c.run_id == run_id))
-        conn.execute(delete(scrape_children).where(scrape_children.c.run_id == run_id))
-        conn.execute(delete(scrape_runs).where(scrape_runs.c.id == run_id))
+        run_queries.delete_run(conn, run_id)

@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 
 from orchestrator.db.queries import workspaces as workspace_queries
+from orchestrator.domain.errors import NotFound
 from orchestrator.security.callback_secrets import derive_callback_secret, new_nonce
+from orchestrator.service.auth import Principal
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,17 @@ class RotatedSecret:
 
 
 def rotate_callback_secret(
-    conn: Connection, workspace_id: str, *, server_key: str, grace: timedelta
+    conn: Connection,
+    workspace_id: str,
+    *,
+    server_key: str,
+    grace: timedelta,
+    caller: Principal | None = None,
 ) -> RotatedSecret:
+    """A new callback secret for ``workspace_id``; with ``caller``, only for a workspace the
+    caller may see (another tenant's is reported as missing)."""
+    if caller is not None and not caller.may_see(workspace_id):
+        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
     nonce = new_nonce()
     record = workspace_queries.rotate_secret(conn, workspace_id, nonce, grace=grace)
     return RotatedSecret(

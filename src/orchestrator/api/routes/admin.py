@@ -103,11 +103,7 @@ def list_keys(
 )
 def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
     with app_state.engine.begin() as conn:
-        if not key_queries.revoke_key(conn, key_id):
-            raise NotFound(f"API key {key_id} does not exist", field="keyId")
-        record = key_queries.get_key(conn, key_id)
-    assert record is not None
-    return key_view(record)
+        return key_view(auth.revoke_key(conn, key_id))
 
 
 @router.post(
@@ -120,7 +116,7 @@ def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
     responses=problem_responses(401, 404),
 )
 async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> JSONResponse:
-    if not caller.may_see(workspace_id) or not re.match(ID_PATTERN, workspace_id):
+    if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one
         raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
     settings = app_state.settings
 
@@ -131,6 +127,7 @@ async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> 
                 workspace_id,
                 server_key=settings.callback_secret_key.get_secret_value(),
                 grace=timedelta(seconds=settings.callback_secret_grace_seconds),
+                caller=caller,
             )
         return RotatedSecret(
             workspace_id=rotated.workspace_id,

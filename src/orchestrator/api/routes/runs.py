@@ -24,7 +24,7 @@ from orchestrator.api.cursors import (
     encode_run_cursor,
 )
 from orchestrator.api.deps import State
-from orchestrator.api.errors import problem, problem_responses
+from orchestrator.api.errors import problem_responses
 from orchestrator.api.item_formats import (
     MEDIA_TYPES,
     ItemFormat,
@@ -52,8 +52,8 @@ from orchestrator.domain.errors import NotFound, ValidationFailed
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.service.auth import Principal
 from orchestrator.service.control import abort_request
-from orchestrator.service.errors import InvalidIdempotencyKey, WorkspaceRequired
-from orchestrator.service.submission import SubmissionPolicy, WorkflowStartFailed, submit
+from orchestrator.service.errors import InvalidIdempotencyKey
+from orchestrator.service.submission import SubmissionPolicy, submit
 
 router = APIRouter(tags=["runs"])
 
@@ -134,41 +134,16 @@ async def create_run(
         ),
     ] = None,
 ) -> JSONResponse:
-    if caller.workspace_id is None:
-        if body.workspace_id is None:
-            raise WorkspaceRequired(
-                "workspaceId is required with an admin key", field="/workspaceId"
-            )
-        workspace = body.workspace_id
-    else:
-        if body.workspace_id not in (None, caller.workspace_id):
-            raise NotFound(f"workspace {body.workspace_id} does not exist", field="/workspaceId")
-        workspace = caller.workspace_id
-    key = parse_idempotency_key(idempotency_key)
-    if app_state.temporal is None:
-        return problem(
-            503, "unavailable", "Workflow engine unavailable", "Temporal is not connected"
-        )
     settings = app_state.settings
-    policy = SubmissionPolicy(
-        max_runs_per_request=settings.max_runs_per_request,
-        max_input_bytes=settings.max_input_bytes,
-        allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
+    submission = await submit(
+        app_state.engine,
+        app_state.temporal,
+        settings.task_queue,
+        body.to_command(),
+        caller=caller,
+        policy=SubmissionPolicy.from_settings(settings),
+        idempotency_key=parse_idempotency_key(idempotency_key),
     )
-    try:
-        submission = await submit(
-            app_state.engine,
-            app_state.temporal,
-            settings.task_queue,
-            body,
-            workspace_id=workspace,
-            policy=policy,
-            idempotency_key=key,
-        )
-    except WorkflowStartFailed:
-        return problem(
-            503, "unavailable", "Workflow engine unavailable", "the request could not be started"
-        )
     run = submission.run
     answer = CreateRunResponse(run_id=run.id, state=run.state.value, **_links(run.id))
     headers = {"Location": f"/runs/{run.id}"}
@@ -355,10 +330,6 @@ def get_events(
     },
 )
 async def abort_run(run_id: str, caller: Caller, app_state: State) -> AbortResponse | JSONResponse:
-    if app_state.temporal is None:
-        return problem(
-            503, "unavailable", "Workflow engine unavailable", "Temporal is not connected"
-        )
     outcome = await abort_request(
         app_state.engine, app_state.temporal, run_id, workspace_id=caller.workspace_id
     )

@@ -2,15 +2,13 @@
 
 A page is written in one statement keyed by (child, item index) with ON CONFLICT DO
 NOTHING, together with the child's ingest cursor, so a retried or resumed ingest can
-never store a row twice. Reads page by the surrogate ``id``, which only grows, so a cursor
-stays valid while ingestion continues.
+never store a row twice. Rows are read for the API by ``item_pages`` (per-child offsets,
+not ids: ids can commit out of order on PostgreSQL).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -18,21 +16,6 @@ from sqlalchemy import Connection, func, select
 from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.runs import ChildRecord, RunRecord, set_ingest_progress
 from orchestrator.db.schema import scrape_items
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    id: int
-    run_id: str
-    child_id: str
-    item_index: int
-    actor: str
-    data_json: str
-
-    @property
-    def data(self) -> Any:
-        return json.loads(self.data_json)
-
 
 _SQLITE_INSERT = """
 INSERT INTO scrape_items (run_id, child_id, item_index, workspace_id, skill_run_id,
@@ -110,42 +93,6 @@ def write_page(
         else:  # pragma: no cover - only the two supported engines
             raise NotImplementedError(dialect)
     set_ingest_progress(conn, child.id, offset + len(encoded_items))
-
-
-def list_items(
-    conn: Connection,
-    run_id: str,
-    *,
-    after_id: int = 0,
-    limit: int = 100,
-    child_id: str | None = None,
-) -> list[ItemRecord]:
-    query = (
-        select(
-            scrape_items.c.id,
-            scrape_items.c.run_id,
-            scrape_items.c.child_id,
-            scrape_items.c.item_index,
-            scrape_items.c.actor,
-            scrape_items.c.data,
-        )
-        .where(scrape_items.c.run_id == run_id, scrape_items.c.id > after_id)
-        .order_by(scrape_items.c.id)
-        .limit(limit)
-    )
-    if child_id is not None:
-        query = query.where(scrape_items.c.child_id == child_id)
-    return [
-        ItemRecord(
-            id=row.id,
-            run_id=row.run_id,
-            child_id=row.child_id,
-            item_index=row.item_index,
-            actor=row.actor,
-            data_json=row.data,
-        )
-        for row in conn.execute(query)
-    ]
 
 
 def count_items(conn: Connection, run_id: str) -> int:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, select, update
 
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import shared_config
+from orchestrator.domain.run_options import RunOptions
 
 _PREFIX = "actor:"
 
@@ -28,6 +29,14 @@ class ActorDefaults(BaseModel):
     build: str | None = None
     max_items: int | None = Field(default=None, alias="maxItems")
 
+    def as_options(self) -> RunOptions:
+        return RunOptions(
+            memory_mb=self.memory_mb,
+            timeout_sec=self.timeout_sec,
+            build=self.build,
+            max_items=self.max_items,
+        )
+
 
 class ActorEntry(BaseModel):
     """One registered actor."""
@@ -37,13 +46,6 @@ class ActorEntry(BaseModel):
     platform_actor_id: str = Field(alias="platformActorId")
     description: str = ""
     defaults: ActorDefaults = Field(default_factory=ActorDefaults)
-
-
-def get_actor(conn: Connection, name: str) -> ActorEntry | None:
-    value = conn.execute(
-        select(shared_config.c.value_json).where(shared_config.c.key == _PREFIX + name)
-    ).scalar_one_or_none()
-    return ActorEntry.model_validate_json(value) if value is not None else None
 
 
 def list_actors(conn: Connection) -> dict[str, ActorEntry]:

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, func, insert, select, update
+from sqlalchemy import Connection, RowMapping, delete, func, insert, select, update
 
 from orchestrator.db.queries._common import as_utc, utcnow
 from orchestrator.db.queries.events import append_event, lock_run_events
-from orchestrator.db.schema import scrape_children, scrape_runs
+from orchestrator.db.schema import scrape_children, scrape_events, scrape_runs
 from orchestrator.domain.lifecycle import (
     ChildState,
     RunState,
@@ -211,19 +211,11 @@ def find_run_by_idempotency_key(conn: Connection, workspace_id: str, key: str) -
     return RunRecord.from_row(row) if row else None
 
 
-def list_runs(
-    conn: Connection,
-    *,
-    workspace_id: str | None = None,
-    states: Sequence[RunState] | None = None,
-    limit: int = 100,
-) -> list[RunRecord]:
-    query = select(scrape_runs).order_by(scrape_runs.c.created_at.desc()).limit(limit)
-    if workspace_id is not None:
-        query = query.where(scrape_runs.c.workspace_id == workspace_id)
-    if states:
-        query = query.where(scrape_runs.c.state.in_([s.value for s in states]))
-    return [RunRecord.from_row(row) for row in conn.execute(query).mappings()]
+def delete_run(conn: Connection, run_id: str) -> None:
+    """Remove a request entirely (its workflow never started); the caller owns the transaction."""
+    conn.execute(delete(scrape_events).where(scrape_events.c.run_id == run_id))
+    conn.execute(delete(scrape_children).where(scrape_children.c.run_id == run_id))
+    conn.execute(delete(scrape_runs).where(scrape_runs.c.id == run_id))
 
 
 def get_children(conn: Connection, run_id: str) -> list[ChildRecord]:
@@ -238,17 +230,6 @@ def get_children(conn: Connection, run_id: str) -> list[ChildRecord]:
 def get_child(conn: Connection, child_id: str) -> ChildRecord | None:
     row = (
         conn.execute(select(scrape_children).where(scrape_children.c.id == child_id))
-        .mappings()
-        .first()
-    )
-    return ChildRecord.from_row(row) if row else None
-
-
-def find_child_by_platform_run(conn: Connection, platform_run_id: str) -> ChildRecord | None:
-    row = (
-        conn.execute(
-            select(scrape_children).where(scrape_children.c.platform_run_id == platform_run_id)
-        )
         .mappings()
         .first()
     )

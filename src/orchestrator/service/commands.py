@@ -1,0 +1,49 @@
+"""The service's own command types: what a use case is asked to do, free of HTTP and aliases.
+
+Routes translate request bodies into these (``api.schemas``) and the CLI or tests build them
+directly, so nothing below the API depends on its wire format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.domain.run_options import RunOptions
+
+
+@dataclass(frozen=True)
+class ActorRun:
+    """One actor run of a request: a logical actor name from the registry, its input."""
+
+    actor: str
+    input: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """Submit a request: spawn every actor run, ingest every row, tell the callback."""
+
+    runs: tuple[ActorRun, ...]
+    #: The workspace asked for; a workspace key may omit it (its own is used).
+    workspace_id: str | None = None
+    conversation_id: str | None = None
+    skill_id: str | None = None
+    callback_webhook: str | None = None
+
+
+#: Reads the body, or returns None as soon as it is known to exceed the given byte count.
+BodyReader = Callable[[int], Awaitable[bytes | None]]
+
+
+@dataclass(frozen=True)
+class PlatformWebhook:
+    """A webhook delivery from the platform, as received (nothing in it is trusted yet)."""
+
+    child_id: str
+    token: str
+    dispatch_id: str
+    #: Called only once the token is verified, so an unauthenticated body is never read.
+    read_body: BodyReader
