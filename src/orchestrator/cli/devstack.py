@@ -28,19 +28,24 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httpx
 
 from orchestrator.config.settings import Settings
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = [
     "COMPONENTS",
+    "Component",
     "DevStack",
+    "Endpoint",
     "PortInUseError",
     "StackError",
     "StackPorts",
@@ -49,7 +54,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Every component, in start order (stopped in reverse order).
+#: Every component, in start order (stopped in reverse order); each has a description
+#: (``_DESCRIPTIONS``, below ``DevStack``).
 COMPONENTS: Final[tuple[str, ...]] = ("temporal", "emulator", "api", "worker")
 
 #: The local stack's admin API key lives here (mode 0600); ``orchestrator submit`` reads it.
@@ -85,15 +91,40 @@ class StackPorts:
     api: int = 8000
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """One address a component serves."""
+
+    key: str  # its name in ``DevStack.urls``
+    label: str  # how ``orchestrator dev`` and error messages name it
+    url: str
+    port: int | None = None  # a port it binds (checked free before start); None: shared
+
+
+@dataclass(frozen=True)
+class Component:
+    """Everything the supervisor knows about one process of the stack.
+
+    The supervisor itself is generic: it spawns ``argv()`` with the stack's shared
+    environment plus ``env``, and polls ``probe`` until the process is ready.
+    """
+
+    name: str
+    # Built at spawn time, not when described: finding the Temporal CLI may fail.
+    argv: Callable[[], list[str]]
+    # Given the spawn time (wall clock), whether this process is ready.
+    probe: Callable[[float], bool]
+    endpoints: tuple[Endpoint, ...] = ()
+    # Settings only this component reads; they win over the caller's environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Shown in the address table for a component that serves nothing.
+    note: str | None = None
+
+
 @dataclass
 class _Running:
     process: subprocess.Popen[bytes]
     started_at: float  # wall clock, comparable with Temporal's poller timestamps
-
-
-def _default_of(field: str) -> str:
-    # Settings owns the defaults; reading them here keeps the two from drifting apart.
-    return str(Settings.model_fields[field].default)
 
 
 def find_temporal_cli() -> str:
@@ -225,7 +256,7 @@ class DevStack:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self._extra_env = dict(extra_env or {})
-        self._emulator_time_scale = emulator_time_scale
+        self.emulator_time_scale = emulator_time_scale
         self._running: dict[str, _Running] = {}
         self._lock = threading.RLock()
         self._api_key: str | None = None
@@ -238,10 +269,18 @@ class DevStack:
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment every child gets (also handy for running CLI commands in tests).
+        """The stack's environment: every component's settings together (also handy for
+        running CLI commands in tests). Each child gets the shared part and its own.
 
         It may contain secrets: never print or log it.
         """
+        env = self._shared_env()
+        for name in COMPONENTS:
+            env.update(self.component(name).env)
+        env.update(self._extra_env)
+        return env
+
+    def _shared_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
@@ -260,17 +299,22 @@ class DevStack:
         # The database is the one thing a developer may deliberately point elsewhere
         # (e.g. a local PostgreSQL), so an existing setting is kept.
         env.setdefault("ORCHESTRATOR_DATABASE_URL", f"sqlite:///{self.var_dir}/orchestrator.db")
-        # The emulator keeps its runs and datasets next to ours, so restarting it (or the
-        # whole stack) does not strand runs the orchestrator is still tracking.
-        env.setdefault("APIFY_EMULATOR_STATE_FILE", str(self.var_dir / "emulator.db"))
-        if self._emulator_time_scale is not None:
-            env["APIFY_EMULATOR_TIME_SCALE"] = repr(self._emulator_time_scale)
-        # The API registers the stack's admin key on start (see ``api_key``).
-        env["ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"] = self.api_key
         # Local development: callbacks to a receiver on this machine over plain http.
         env.setdefault("ORCHESTRATOR_ALLOW_INSECURE_CALLBACK_LOCALHOST", "true")
-        env.update(self._extra_env)
         return env
+
+    def child_env(self, name: str) -> dict[str, str]:
+        """The environment component ``name`` is started with."""
+        return self._shared_env() | dict(self.component(name).env) | self._extra_env
+
+    def _setting(self, variable: str, field_name: str) -> str:
+        """A setting as the children see it: extra env, then the caller's, then the default
+        (Settings owns the defaults; reading them here keeps the two from drifting apart)."""
+        return (
+            self._extra_env.get(variable)
+            or os.environ.get(variable)
+            or str(Settings.model_fields[field_name].default)
+        )
 
     @property
     def api_key(self) -> str:
@@ -287,14 +331,7 @@ class DevStack:
             elif path.is_file():
                 self._api_key = path.read_text("utf-8").strip()
             else:
-                from orchestrator.security.api_keys import generate_api_key
-
-                self.var_dir.mkdir(parents=True, exist_ok=True)
-                key = generate_api_key().plaintext
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(key + "\n")
-                self._api_key = key
+                self._api_key = _create_key_file(path)
         return self._api_key
 
     @property
@@ -310,91 +347,31 @@ class DevStack:
     @property
     def namespace(self) -> str:
         """The Temporal namespace the children use."""
-        return self.env.get("ORCHESTRATOR_TEMPORAL_NAMESPACE") or _default_of("temporal_namespace")
+        return self._setting("ORCHESTRATOR_TEMPORAL_NAMESPACE", "temporal_namespace")
 
     @property
     def task_queue(self) -> str:
         """The task queue the worker polls."""
-        return self.env.get("ORCHESTRATOR_TASK_QUEUE") or _default_of("task_queue")
+        return self._setting("ORCHESTRATOR_TASK_QUEUE", "task_queue")
 
     @property
     def urls(self) -> dict[str, str]:
         """Where each selected component listens, by name (``temporal`` is a gRPC address)."""
-        urls: dict[str, str] = {}
-        if "temporal" in self.components:
-            urls["temporal"] = self.temporal_address
-            if self.temporal_ui:
-                urls["temporal_ui"] = f"http://{HOST}:{self.ports.temporal_ui}"
-        if "emulator" in self.components:
-            urls["emulator"] = f"http://{HOST}:{self.ports.emulator}"
-        if "api" in self.components:
-            urls["api"] = f"http://{HOST}:{self.ports.api}"
-            urls["docs"] = f"http://{HOST}:{self.ports.api}/docs"
-            urls["dashboard"] = f"http://{HOST}:{self.ports.api}/dashboard"
-        return urls
+        return {
+            endpoint.key: endpoint.url
+            for name in self.components
+            for endpoint in self.component(name).endpoints
+        }
 
-    def _ports_of(self, name: str) -> dict[str, int]:
-        if name == "temporal":
-            ports = {"Temporal gRPC": self.ports.temporal}
-            if self.temporal_ui:
-                ports["Temporal UI"] = self.ports.temporal_ui
-            return ports
-        if name == "emulator":
-            return {"emulator": self.ports.emulator}
-        if name == "api":
-            return {"API": self.ports.api}
-        return {}
-
-    def _argv(self, name: str) -> list[str]:
+    def component(self, name: str) -> Component:
+        """The description of component ``name`` as this stack configures it."""
+        self._check_name(name)
+        described = _DESCRIPTIONS[name](self)
         if name in self.commands:
-            return list(self.commands[name])
-        python = sys.executable
-        if name == "temporal":
-            argv = [
-                find_temporal_cli(),
-                "server",
-                "start-dev",
-                "--db-filename",
-                str(self.var_dir / "temporal.db"),
-                "--ip",
-                HOST,
-                "--port",
-                str(self.ports.temporal),
-                "--log-level",
-                "warn",
-            ]
-            if self.temporal_ui:
-                # No newsfeed: the local stack must work without network access.
-                argv += ["--ui-port", str(self.ports.temporal_ui), "--ui-disable-news-fetch"]
-            else:
-                argv.append("--headless")
-            if self.namespace != "default":
-                argv += ["--namespace", self.namespace]
-            return argv
-        if name == "emulator":
-            return [
-                python,
-                "-m",
-                "apify_emulator",
-                "--host",
-                HOST,
-                "--port",
-                str(self.ports.emulator),
-            ]
-        if name == "api":
-            return [
-                python,
-                "-m",
-                "orchestrator",
-                "api",
-                "--host",
-                HOST,
-                "--port",
-                str(self.ports.api),
-            ]
-        if name == "worker":
-            return [python, "-m", "orchestrator", "worker"]
-        raise ValueError(f"unknown component {name!r}")
+            # A replaced command line keeps the component's wiring, ports and probe.
+            command = list(self.commands[name])
+            described = replace(described, argv=lambda: list(command))
+        return described
 
     def _check_name(self, name: str) -> None:
         if name not in COMPONENTS:
@@ -442,14 +419,14 @@ class DevStack:
         (or :class:`PortInUseError`) is raised.
         """
         busy = [
-            (label, port)
+            endpoint
             for name in self.components
             if name not in self._running
-            for label, port in self._ports_of(name).items()
-            if not port_is_free(port)
+            for endpoint in self.component(name).endpoints
+            if endpoint.port is not None and not port_is_free(endpoint.port)
         ]
         if busy:
-            listed = ", ".join(f"{port} ({label})" for label, port in busy)
+            listed = ", ".join(f"{e.port} ({e.label})" for e in busy)
             raise PortInUseError(
                 f"port(s) already in use on {HOST}: {listed}; stop whatever listens there "
                 "or choose other ports"
@@ -475,7 +452,7 @@ class DevStack:
     def _spawn(self, name: str) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        argv = self._argv(name)
+        argv = self.component(name).argv()
         with self.log_path(name).open("ab") as log:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"{_START_MARKER}{stamp} starting {name}: {' '.join(argv)}\n".encode())
@@ -486,7 +463,7 @@ class DevStack:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env=self.child_env(name),
                 # Own session and process group: terminal Ctrl-C does not reach the child,
                 # and killpg also reaches anything it forks.
                 start_new_session=True,
@@ -498,25 +475,9 @@ class DevStack:
         atexit.register(self.stop)
         logger.info("started %s (pid %d)", name, process.pid)
 
-    def _probe(self, name: str, since: float) -> bool:
-        if name == "temporal":
-            return _tcp_open(self.ports.temporal) and _run_async(
-                lambda: _temporal_namespace_ready(self.temporal_address, self.namespace)
-            )
-        if name == "emulator":
-            return _http_ok(f"http://{HOST}:{self.ports.emulator}/_emulator/health")
-        if name == "api":
-            return _http_ok(f"http://{HOST}:{self.ports.api}/healthz")
-        if name == "worker":
-            return _run_async(
-                lambda: _worker_polling_since(
-                    self.temporal_address, self.namespace, self.task_queue, since
-                )
-            )
-        raise ValueError(f"unknown component {name!r}")
-
     def _wait_ready(self, name: str) -> None:
         running = self._running[name]
+        probe = self.component(name).probe
         deadline = time.monotonic() + self.startup_timeout
         while True:
             code = running.process.poll()
@@ -526,7 +487,7 @@ class DevStack:
                     f"{name} {describe_exit(code)} while starting; "
                     f"last lines of {self.log_path(name)}:\n{self.log_tail(name)}"
                 )
-            if self._probe(name, running.started_at):
+            if probe(running.started_at):
                 logger.info("%s is ready", name)
                 return
             if time.monotonic() >= deadline:
@@ -627,6 +588,113 @@ class DevStack:
         self.stop()
 
 
+def _create_key_file(path: Path) -> str:
+    """A new admin key, written to ``path`` (mode 0600, never overwritten)."""
+    from orchestrator.security.api_keys import generate_api_key
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = generate_api_key().plaintext
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    return key
+
+
+# -- the components -----------------------------------------------------------------------
+
+
+def _temporal(stack: DevStack) -> Component:
+    ports = stack.ports
+    endpoints = [Endpoint("temporal", "Temporal gRPC", stack.temporal_address, ports.temporal)]
+    if stack.temporal_ui:
+        url = f"http://{HOST}:{ports.temporal_ui}"
+        endpoints.append(Endpoint("temporal_ui", "Temporal Web UI", url, ports.temporal_ui))
+
+    def argv() -> list[str]:
+        db = str(stack.var_dir / "temporal.db")
+        argv = [find_temporal_cli(), "server", "start-dev", "--db-filename", db]
+        argv += ["--ip", HOST, "--port", str(ports.temporal), "--log-level", "warn"]
+        if stack.temporal_ui:
+            # No newsfeed: the local stack must work without network access.
+            argv += ["--ui-port", str(ports.temporal_ui), "--ui-disable-news-fetch"]
+        else:
+            argv.append("--headless")
+        if stack.namespace != "default":
+            argv += ["--namespace", stack.namespace]
+        return argv
+
+    def probe(since: float) -> bool:
+        return _tcp_open(ports.temporal) and _run_async(
+            lambda: _temporal_namespace_ready(stack.temporal_address, stack.namespace)
+        )
+
+    return Component("temporal", argv, probe, tuple(endpoints))
+
+
+def _emulator(stack: DevStack) -> Component:
+    url = f"http://{HOST}:{stack.ports.emulator}"
+    env: dict[str, str] = {}
+    # The emulator keeps its runs and datasets next to ours, so restarting it (or the
+    # whole stack) does not strand runs the orchestrator is still tracking.
+    if "APIFY_EMULATOR_STATE_FILE" not in os.environ:
+        env["APIFY_EMULATOR_STATE_FILE"] = str(stack.var_dir / "emulator.db")
+    if stack.emulator_time_scale is not None:
+        env["APIFY_EMULATOR_TIME_SCALE"] = repr(stack.emulator_time_scale)
+    return Component(
+        "emulator",
+        argv=lambda: [
+            *(sys.executable, "-m", "apify_emulator"),
+            *("--host", HOST, "--port", str(stack.ports.emulator)),
+        ],
+        probe=lambda since: _http_ok(f"{url}/_emulator/health"),
+        endpoints=(Endpoint("emulator", "platform emulator", url, stack.ports.emulator),),
+        env=env,
+    )
+
+
+def _api(stack: DevStack) -> Component:
+    url = f"http://{HOST}:{stack.ports.api}"
+    return Component(
+        "api",
+        argv=lambda: [
+            *(sys.executable, "-m", "orchestrator", "api"),
+            *("--host", HOST, "--port", str(stack.ports.api)),
+        ],
+        probe=lambda since: _http_ok(f"{url}/healthz"),
+        endpoints=(
+            Endpoint("api", "API", url, stack.ports.api),
+            Endpoint("docs", "API docs", f"{url}/docs"),
+            Endpoint("dashboard", "dashboard", f"{url}/dashboard"),
+        ),
+        # The API registers the stack's admin key on start (see ``DevStack.api_key``).
+        env={"ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY": stack.api_key},
+    )
+
+
+def _worker(stack: DevStack) -> Component:
+    def probe(since: float) -> bool:
+        return _run_async(
+            lambda: _worker_polling_since(
+                stack.temporal_address, stack.namespace, stack.task_queue, since
+            )
+        )
+
+    return Component(
+        "worker",
+        argv=lambda: [sys.executable, "-m", "orchestrator", "worker"],
+        probe=probe,
+        note=f"task queue {stack.task_queue!r}",
+    )
+
+
+_DESCRIPTIONS: Final[Mapping[str, Callable[[DevStack], Component]]] = {
+    "temporal": _temporal,
+    "emulator": _emulator,
+    "api": _api,
+    "worker": _worker,
+}
+
+
 def describe_exit(code: int) -> str:
     """'exited with code 3' / 'was killed by SIGKILL', from a Popen return code."""
     if code < 0:
@@ -658,7 +726,6 @@ def run_dev_stack(
     is already in use; stops everything cleanly in every case.
     """
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     stack = DevStack(
@@ -669,81 +736,108 @@ def run_dev_stack(
         temporal_ui=temporal_ui,
         components=components,
     )
-    # SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C; SIGINT
-    # is set explicitly because a shell starts background jobs with it ignored.
-    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    failed: str | None = None
-    try:
-        with console.status("starting the local stack…"):
-            stack.start()
-        table = Table(title="orchestrator dev: the local stack is up", show_header=True)
-        table.add_column("component")
-        table.add_column("listens at")
-        labels = {
-            "temporal": "Temporal (gRPC)",
-            "temporal_ui": "Temporal Web UI",
-            "emulator": "platform emulator",
-            "api": "API",
-            "docs": "API docs",
-            "dashboard": "dashboard",
-        }
-        for key, url in stack.urls.items():
-            table.add_row(labels.get(key, key), url)
-        if "worker" in stack.components:
-            table.add_row("worker", f"task queue {stack.task_queue!r}")
-        console.print(table)
-        console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
-        if "api" in stack.components:
-            api_flag = "" if ports.api == StackPorts().api else f" --api-url {stack.urls['api']}"
-            console.print(
-                "submit the demo: "
-                f"[bold]orchestrator submit examples/demo.json --watch{api_flag}[/bold]"
-            )
-            # Shown on the developer's own terminal (never logged): a local admin key.
-            console.print(
-                f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
-            )
-            console.print(
-                f"  export ORCHESTRATOR_API_KEY={stack.api_key}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,  # one line, so it can be copied whole
-            )
-        console.print("press Ctrl-C to stop")
-        while True:
-            dead = stack.exited()
-            if dead:
-                name, code = next(iter(dead.items()))
-                failed = f"{name} {describe_exit(code)} unexpectedly"
-                console.print(f"[red]{failed}[/red]; last lines of {stack.log_path(name)}:")
-                console.print(stack.log_tail(name), markup=False, highlight=False)
-                break
-            time.sleep(0.5)
-    except PortInUseError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}", highlight=False)
-        raise SystemExit(2) from None
-    except StackError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}", markup=False, highlight=False)
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        console.print("stopping…")
-    finally:
-
-        def force(signum: int, frame: FrameType | None) -> None:
-            console.print("killing…")
-            stack.kill_all()
-
-        # A second Ctrl-C while we stop gracefully kills what is left instead of
-        # leaving orphans behind.
-        signal.signal(signal.SIGINT, force)
-        signal.signal(signal.SIGTERM, force)
+    dead: tuple[str, int] | None = None
+    with _signals_interrupt():
         try:
-            stack.stop()
+            with console.status("starting the local stack…"):
+                stack.start()
+            _print_welcome(console, stack)
+            dead = _wait_for_an_exit(stack)
+            _print_death(console, stack, *dead)
+        except PortInUseError as exc:
+            console.print(f"[red]cannot start:[/red] {exc}", highlight=False)
+            raise SystemExit(2) from None
+        except StackError as exc:
+            console.print(f"[red]cannot start:[/red] {exc}", markup=False, highlight=False)
+            raise SystemExit(1) from None
+        except KeyboardInterrupt:
+            console.print("stopping…")
         finally:
-            if previous_int is not None:  # None: installed outside Python; leave ours
-                signal.signal(signal.SIGINT, previous_int)
-            signal.signal(signal.SIGTERM, previous_term)
-    if failed is not None:
+            _stop_or_kill_on_a_second_signal(stack, console)
+    if dead is not None:
         raise SystemExit(1)
     console.print("stopped")
+
+
+def _wait_for_an_exit(stack: DevStack) -> tuple[str, int]:
+    """Block until a component exits on its own (Ctrl-C interrupts): its name and code."""
+    while True:
+        dead = stack.exited()
+        if dead:
+            return next(iter(dead.items()))
+        time.sleep(0.5)
+
+
+# -- signals --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGINT raise KeyboardInterrupt inside; the old handlers come back after.
+
+    SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C; SIGINT
+    is set explicitly because a shell starts background jobs with it ignored.
+    """
+    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous_int is not None:  # None: installed outside Python; leave ours
+            signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+def _stop_or_kill_on_a_second_signal(stack: DevStack, console: Console) -> None:
+    """Stop gracefully; a second Ctrl-C (or SIGTERM) meanwhile kills what is left instead
+    of leaving orphans behind."""
+
+    def force(signum: int, frame: FrameType | None) -> None:
+        console.print("killing…")
+        stack.kill_all()
+
+    signal.signal(signal.SIGINT, force)
+    signal.signal(signal.SIGTERM, force)
+    stack.stop()
+
+
+# -- what ``orchestrator dev`` prints ---------------------------------------------------
+
+
+def _print_welcome(console: Console, stack: DevStack) -> None:
+    """The address table, where logs and data go, how to submit, and the admin key."""
+    from rich.table import Table
+
+    table = Table(title="orchestrator dev: the local stack is up", show_header=True)
+    table.add_column("component")
+    table.add_column("listens at")
+    for name in stack.components:
+        component = stack.component(name)
+        for endpoint in component.endpoints:
+            table.add_row(endpoint.label, endpoint.url)
+        if component.note is not None:
+            table.add_row(name, component.note)
+    console.print(table)
+    console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
+    if "api" in stack.components:
+        api_url = stack.urls["api"]
+        api_flag = "" if stack.ports.api == StackPorts().api else f" --api-url {api_url}"
+        submit = f"orchestrator submit examples/demo.json --watch{api_flag}"
+        console.print(f"submit the demo: [bold]{submit}[/bold]")
+        # Shown on the developer's own terminal (never logged): a local admin key.
+        console.print(
+            f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
+        )
+        console.print(
+            f"  export ORCHESTRATOR_API_KEY={stack.api_key}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # one line, so it can be copied whole
+        )
+    console.print("press Ctrl-C to stop")
+
+
+def _print_death(console: Console, stack: DevStack, name: str, code: int) -> None:
+    failure = f"{name} {describe_exit(code)} unexpectedly"
+    console.print(f"[red]{failure}[/red]; last lines of {stack.log_path(name)}:")
+    console.print(stack.log_tail(name), markup=False, highlight=False)
