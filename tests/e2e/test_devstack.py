@@ -84,6 +84,8 @@ def test_each_child_gets_the_shared_wiring_and_only_its_own_settings(
     ports = [e.port for n in COMPONENTS for e in stack.component(n).endpoints if e.port]
     assert ports == [1, 2, 3, 4]
     assert stack.component("worker").note == "task queue 'scraper-orchestrator'"
+    # Describing the stack writes nothing; the key file appears when the API starts.
+    assert not (tmp_path / "dev-api-key").exists()
 
 
 def test_unknown_component_is_rejected(tmp_path: Path) -> None:
@@ -211,6 +213,9 @@ def test_stack_with_fake_components(tmp_path: Path) -> None:
         assert stack.urls["docs"] == f"http://127.0.0.1:{ports.api}/docs"
         assert httpx.get(f"{stack.urls['api']}/healthz", timeout=5).is_success
         assert "fake worker polling devstack-self-test" in stack.log_tail("worker")
+        key_file = tmp_path / "dev-api-key"
+        assert key_file.read_text().strip() == stack.api_key
+        assert key_file.stat().st_mode & 0o777 == 0o600
 
         # Crash the worker and bring it back: ready again once the new process polls.
         stack.kill("worker")

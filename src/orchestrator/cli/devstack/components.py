@@ -83,6 +83,8 @@ class Component:
     env: Mapping[str, str] = field(default_factory=dict)
     # Shown in the address table for a component that serves nothing.
     note: str | None = None
+    # Run before each spawn: writes the files the process expects.
+    prepare: Callable[[], None] | None = None
 
 
 def find_temporal_cli() -> str:
@@ -229,6 +231,7 @@ def _api(stack: DevStack) -> Component:
         ),
         # The API registers the stack's admin key on start (see ``DevStack.api_key``).
         env={"ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY": stack.api_key},
+        prepare=stack.save_api_key,
     )
 
 

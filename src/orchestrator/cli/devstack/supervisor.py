@@ -106,6 +106,7 @@ class DevStack:
         self._running: dict[str, _Running] = {}
         self._lock = threading.RLock()
         self._api_key: str | None = None
+        self._unsaved_api_key = False
 
     def __repr__(self) -> str:
         running = [name for name in self.components if self.is_running(name)]
@@ -165,8 +166,8 @@ class DevStack:
     @property
     def api_key(self) -> str:
         """The stack's admin API key: ``ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY`` if set, else the
-        one kept in ``<var>/dev-api-key`` (created on first use, so it survives restarts).
-        The API registers it on start. It is a secret: never log it."""
+        one kept in ``<var>/dev-api-key``, else a new one (``save_api_key`` keeps it there
+        when the API starts). The API registers it on start. It is a secret: never log it."""
         if self._api_key is None:
             configured = self._extra_env.get("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY") or os.environ.get(
                 "ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"
@@ -177,8 +178,23 @@ class DevStack:
             elif path.is_file():
                 self._api_key = path.read_text("utf-8").strip()
             else:
-                self._api_key = _create_key_file(path)
+                from orchestrator.security.api_keys import generate_api_key
+
+                self._api_key = generate_api_key().plaintext
+                self._unsaved_api_key = True
         return self._api_key
+
+    def save_api_key(self) -> None:
+        """Write a newly generated admin key to ``<var>/dev-api-key`` (mode 0600, never
+        overwritten), so it survives restarts and ``orchestrator submit`` finds it."""
+        key = self.api_key
+        if not self._unsaved_api_key:
+            return
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.var_dir / DEV_API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(key + "\n")
+        self._unsaved_api_key = False
 
     @property
     def api_headers(self) -> dict[str, str]:
@@ -298,7 +314,10 @@ class DevStack:
     def _spawn(self, name: str) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        argv = self.component(name).argv()
+        component = self.component(name)
+        if component.prepare is not None:
+            component.prepare()
+        argv = component.argv()
         with self.log_path(name).open("ab") as log:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"{_START_MARKER}{stamp} starting {name}: {' '.join(argv)}\n".encode())
@@ -432,18 +451,6 @@ class DevStack:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _create_key_file(path: Path) -> str:
-    """A new admin key, written to ``path`` (mode 0600, never overwritten)."""
-    from orchestrator.security.api_keys import generate_api_key
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = generate_api_key().plaintext
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(key + "\n")
-    return key
 
 
 def describe_exit(code: int) -> str:
