@@ -8,13 +8,14 @@ read-only (no `POST .../items`) and rows can only depend on input and index.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from apify_emulator import leadgen
 from apify_emulator.errors import ApiError
+from apify_emulator.leadgen import COUNTRIES, pick
 from apify_emulator.util import stable_id, stable_int
 
 TERMINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "TIMED-OUT", "ABORTED"})
@@ -108,113 +109,84 @@ def _duration(inp: Mapping[str, Any], default: float) -> float | None:
     return None if secs >= HANG_SECS else secs
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> RunScript:
-    """Fix the run's script from its input. Raises ApiError(400) on unusable input."""
-    common: dict[str, Any] = {
-        "item_count_lag_secs": _num(inp, "itemCountLagSecs", 0),
-        "page_delay_ms": _num(inp, "pageDelayMs", 0),
+def _plan_leadgen(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+    params, count = leadgen.plan_params(inp)
+    return {
+        "params": params,
+        "item_count": _capped(count, max_items),
+        "running_message": f"Generating {count} leads",
+        "final_message": f"Generated {count} leads",
     }
-    if actor.kind == "leadgen":
-        brief = inp.get("brief", "")
-        icp = inp.get("icp", "")
-        if not isinstance(brief, str) or not isinstance(icp, str | dict):
-            raise ApiError.invalid("Input 'brief' must be a string and 'icp' a string or object")
-        count = int(_num(inp, "maxLeads", 25))
-        params: dict[str, Any] = {"brief": brief, "icp": icp, "key": _canonical([brief, icp])}
-        running = f"Generating {count} leads"
-        final = f"Generated {count} leads"
-    elif actor.kind == "similarweb":
-        domains = inp.get("domains", [])
-        if not isinstance(domains, list):
-            raise ApiError.invalid("Input 'domains' must be an array of strings")
-        params = {"domains": [str(d).strip().lower() for d in domains]}
-        count = len(domains)
-        running = f"Looking up {count} domains"
-        final = f"Looked up {count} domains"
-    else:
-        count = int(_num(inp, "items", 10))
-        final_status = str(inp.get("finalStatus", "SUCCEEDED")).upper().replace("_", "-")
-        if final_status not in FINAL_STATUSES:
-            raise ApiError.invalid(
-                f"Input 'finalStatus' must be one of {', '.join(FINAL_STATUSES)}"
-            )
-        params = {
+
+
+def _plan_similarweb(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+    domains = inp.get("domains", [])
+    if not isinstance(domains, list):
+        raise ApiError.invalid("Input 'domains' must be an array of strings")
+    count = len(domains)
+    return {
+        "params": {"domains": [str(d).strip().lower() for d in domains]},
+        "item_count": _capped(count, max_items),
+        "running_message": f"Looking up {count} domains",
+        "final_message": f"Looked up {count} domains",
+    }
+
+
+def _plan_generator(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+    final_status = str(inp.get("finalStatus", "SUCCEEDED")).upper().replace("_", "-")
+    if final_status not in FINAL_STATUSES:
+        raise ApiError.invalid(f"Input 'finalStatus' must be one of {', '.join(FINAL_STATUSES)}")
+    message = inp.get("failureMessage") if final_status != "SUCCEEDED" else None
+    stuck = inp.get("stuck") is True
+    planned: dict[str, Any] = {
+        "params": {
             "seed": str(inp.get("seed", "generator")),
             "itemBytes": int(_num(inp, "itemBytes", 500)),
             "emptyEvery": int(_num(inp, "emptyEvery", 0)),
             "hiddenFields": bool(inp.get("hiddenFields", False)),
-        }
-        message = inp.get("failureMessage") if final_status != "SUCCEEDED" else None
-        if max_items is not None:
-            count = min(count, max_items)
-        stuck = inp.get("stuck") is True
-        return RunScript(
-            kind="generator",
-            duration_secs=None if stuck else _duration(inp, actor.default_duration_secs),
-            stuck=stuck,
-            final_status=final_status,
-            running_message=str(inp.get("statusMessage") or "Generating items"),
-            final_message=str(message) if message else None,
-            exit_code=int(_num(inp, "exitCode", 0 if final_status == "SUCCEEDED" else 1)),
-            item_count=count,
-            params=params,
-            **common,
-        )
-    if max_items is not None:
-        count = min(count, max_items)
-    return RunScript(
-        kind=actor.kind,
-        duration_secs=_duration(inp, actor.default_duration_secs),
-        final_status="SUCCEEDED",
-        running_message=running,
-        final_message=final,
-        exit_code=0,
-        item_count=count,
-        params=params,
-        **common,
-    )
+        },
+        "item_count": _capped(int(_num(inp, "items", 10)), max_items),
+        "final_status": final_status,
+        "running_message": str(inp.get("statusMessage") or "Generating items"),
+        "final_message": str(message) if message else None,
+        "exit_code": int(_num(inp, "exitCode", 0 if final_status == "SUCCEEDED" else 1)),
+        "stuck": stuck,
+    }
+    if stuck:
+        planned["duration_secs"] = None
+    return planned
 
 
-_FIRST = ("Ada", "Alan", "Grace", "Linus", "Margaret", "Ken", "Barbara", "Dennis", "Radia", "Tim")
-_LAST = ("Lovelace", "Turing", "Hopper", "Torvalds", "Hamilton", "Thompson", "Liskov", "Ritchie")
-_CO_A = ("Acme", "Globex", "Initech", "Umbrella", "Stark", "Wayne", "Hooli", "Vandelay", "Soylent")
-_CO_B = ("Labs", "Systems", "Analytics", "Robotics", "Cloud", "Foods", "Logistics", "Health")
-_TITLES = ("CEO", "CTO", "VP Sales", "Head of Growth", "Data Lead", "COO", "Marketing Director")
-_INDUSTRIES = ("SaaS", "Retail", "Fintech", "Healthcare", "Manufacturing", "Media", "Logistics")
-_COUNTRIES = ("US", "GB", "DE", "FR", "CZ", "NL", "CA", "AU", "JP", "BR")
+def _capped(count: int, max_items: int | None) -> int:
+    return count if max_items is None else min(count, max_items)
+
+
+# Each kind's planner returns its own RunScript fields; plan_run fills in the shared ones.
+_PLANNERS = {"leadgen": _plan_leadgen, "similarweb": _plan_similarweb, "generator": _plan_generator}
+
+
+def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> RunScript:
+    """Fix the run's script from its input. Raises ApiError(400) on unusable input."""
+    fields: dict[str, Any] = {
+        "kind": actor.kind,
+        "item_count_lag_secs": _num(inp, "itemCountLagSecs", 0),
+        "page_delay_ms": _num(inp, "pageDelayMs", 0),
+        "final_status": "SUCCEEDED",
+        "exit_code": 0,
+    }
+    planned = _PLANNERS[actor.kind](inp, max_items)
+    if "duration_secs" not in planned:
+        fields["duration_secs"] = _duration(inp, actor.default_duration_secs)
+    return RunScript(**(fields | planned))
+
+
 _CATEGORIES = ("News", "E-commerce", "Technology", "Finance", "Travel", "Education", "Games")
-
-
-def _pick(options: tuple[str, ...], h: int, shift: int) -> str:
-    return options[(h >> shift) % len(options)]
 
 
 def row(kind: str, params: Mapping[str, Any], index: int) -> dict[str, Any]:
     """The dataset row at `index` (0-based, insertion order) for a run's script."""
     if kind == "leadgen":
-        h = stable_int("leadgen", params["key"], index)
-        first, last = _pick(_FIRST, h, 0), _pick(_LAST, h, 8)
-        company = f"{_pick(_CO_A, h, 16)} {_pick(_CO_B, h, 24)}"
-        domain = company.lower().replace(" ", "") + ".example"
-        return {
-            "rank": index + 1,
-            "name": f"{first} {last}",
-            "firstName": first,
-            "lastName": last,
-            "title": _pick(_TITLES, h, 32),
-            "company": company,
-            "domain": domain,
-            "email": f"{first.lower()}.{last.lower()}@{domain}",
-            "industry": _pick(_INDUSTRIES, h, 40),
-            "country": _pick(_COUNTRIES, h, 48),
-            "score": (h >> 52) % 101,
-            "brief": params["brief"],
-            "icp": params["icp"],
-        }
+        return leadgen.row(params, index)
     if kind == "similarweb":
         domain = params["domains"][index]
         h = stable_int("similarweb", domain)
@@ -223,8 +195,8 @@ def row(kind: str, params: Mapping[str, Any], index: int) -> dict[str, Any]:
             "domain": domain,
             "globalRank": rank,
             "countryRank": 1 + (h >> 24) % 500_000,
-            "topCountry": _pick(_COUNTRIES, h, 12),
-            "category": _pick(_CATEGORIES, h, 18),
+            "topCountry": pick(COUNTRIES, h, 12),
+            "category": pick(_CATEGORIES, h, 18),
             # Visits fall with rank so the numbers look plausible.
             "monthlyVisits": int(2_000_000_000 / math.sqrt(rank)),
             "bounceRate": round(0.25 + ((h >> 32) % 5000) / 10000, 4),

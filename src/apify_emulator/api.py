@@ -13,13 +13,22 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from apify_emulator.actors import ACTORS, TERMINAL_STATUSES, ActorDef, find_actor, plan_run, row
+from apify_emulator.actors import (
+    ACTORS,
+    TERMINAL_STATUSES,
+    ActorDef,
+    RunScript,
+    find_actor,
+    plan_run,
+    row,
+)
 from apify_emulator.config import EmulatorConfig
 from apify_emulator.errors import JSON_MEDIA_TYPE, ApiError
 from apify_emulator.state import RunRecord, Store
@@ -168,6 +177,49 @@ class ApifyApi:
     async def start_run(self, request: Request) -> Response:
         self.token(request)
         actor = self.actor(request)
+        opts = self._start_options(request)
+        body, content_type, inp = await self._run_input(request)
+        script = plan_run(actor, inp, opts.max_items)
+        now = time.time()
+        self._check_capacity(now, opts.memory)
+        run = RunRecord(
+            id=new_id(),
+            actor_id=actor.actor_id(self.cfg.username),
+            actor_name=actor.name,
+            user_id=self.cfg.user_id,
+            started_at=now,
+            scale=self.cfg.time_scale,
+            script=script,
+            timeout_secs=opts.timeout_secs,
+            memory_mbytes=opts.memory,
+            build=opts.build,
+            max_items=opts.max_items,
+            max_total_charge_usd=opts.max_charge,
+            input_body_len=len(body),
+            input_content_type=content_type,
+            input_body=body.decode("utf-8", "replace"),
+            dataset_id=new_id(),
+            key_value_store_id=new_id(),
+            request_queue_id=new_id(),
+            client_ip=request.client.host if request.client else None,
+            user_agent=request.headers.get("user-agent"),
+            webhooks=self._new_webhooks(opts.hooks, now),
+        )
+        self.store.add_run(run)
+        self.dispatcher.watch(run)
+        log.info(
+            "started run %s of %s (%d items, %s s)",
+            run.id,
+            actor.name,
+            script.item_count,
+            script.duration_secs,
+        )
+        if opts.wait > 0:
+            await self.wait_terminal(run, opts.wait)
+        location = f"{self.cfg.base_url()}/v2/actors/{run.actor_id}/runs/{run.id}"
+        return ok(run.to_api(self.cfg, time.time()), 201, {"Location": location})
+
+    def _start_options(self, request: Request) -> _StartOptions:
         q = request.query_params
         memory = parse_int(q.get("memory"), "memory")
         memory = self.cfg.default_memory_mbytes if memory is None else memory
@@ -176,7 +228,6 @@ class ApifyApi:
                 f"Memory must be a power of 2 between 128 and 32768 megabytes (got {memory})"
             )
         timeout = parse_number(q.get("timeout"), "timeout", minimum=0)
-        timeout_secs = self.cfg.default_timeout_secs if timeout is None else int(timeout)
         max_items = parse_int(q.get("maxItems"), "maxItems")
         if max_items is not None and max_items <= 0:
             raise ApiError(
@@ -186,8 +237,19 @@ class ApifyApi:
             )
         max_charge = parse_number(q.get("maxTotalChargeUsd"), "maxTotalChargeUsd", minimum=0)
         wait = parse_number(q.get("waitForFinish"), "waitForFinish", minimum=0) or 0.0
-        parse_bool(q.get("restartOnError"), "restartOnError")
-        hooks = parse_webhooks_param(q.get("webhooks"))
+        parse_bool(q.get("restartOnError"), "restartOnError")  # validated, has no effect
+        return _StartOptions(
+            memory=memory,
+            timeout_secs=self.cfg.default_timeout_secs if timeout is None else int(timeout),
+            max_items=max_items,
+            max_charge=max_charge,
+            wait=wait,
+            build=q.get("build") or "latest",
+            hooks=parse_webhooks_param(q.get("webhooks")),
+        )
+
+    async def _run_input(self, request: Request) -> tuple[bytes, str, dict[str, Any]]:
+        """The raw body, its content type and the input object (`{}` for a non-object)."""
         body = await request.body()
         content_type = request.headers.get("content-type", "application/json")
         inp: Any = {}
@@ -196,9 +258,10 @@ class ApifyApi:
                 inp = json.loads(body)
             except ValueError:
                 raise ApiError(400, "invalid-input", "Input is not valid JSON") from None
-        script = plan_run(actor, inp if isinstance(inp, dict) else {}, max_items)
+        return body, content_type, inp if isinstance(inp, dict) else {}
 
-        now = time.time()
+    def _check_capacity(self, now: float, memory: int) -> None:
+        """402 when one more run of `memory` MB would pass the account's caps."""
         active = self.store.active_runs(now)
         if self.cfg.max_concurrent_runs and len(active) >= self.cfg.max_concurrent_runs:
             raise ApiError(
@@ -216,6 +279,8 @@ class ApifyApi:
                 f"{self.cfg.max_total_memory_mbytes}MB for all your Actor runs and builds "
                 f"(currently used: {used}MB, requested: {memory}MB).",
             )
+
+    def _new_webhooks(self, hooks: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         attached = []
         for hook in hooks:
             key = hook.get("idempotencyKey")
@@ -223,42 +288,7 @@ class ApifyApi:
                 # Same key as an existing webhook (e.g. a retried start): not created again.
                 continue
             attached.append({**hook, "id": new_id(), "createdAt": iso(now)})
-        run = RunRecord(
-            id=new_id(),
-            actor_id=actor.actor_id(self.cfg.username),
-            actor_name=actor.name,
-            user_id=self.cfg.user_id,
-            started_at=now,
-            scale=self.cfg.time_scale,
-            script=script,
-            timeout_secs=timeout_secs,
-            memory_mbytes=memory,
-            build=q.get("build") or "latest",
-            max_items=max_items,
-            max_total_charge_usd=max_charge,
-            input_body_len=len(body),
-            input_content_type=content_type,
-            input_body=body.decode("utf-8", "replace"),
-            dataset_id=new_id(),
-            key_value_store_id=new_id(),
-            request_queue_id=new_id(),
-            client_ip=request.client.host if request.client else None,
-            user_agent=request.headers.get("user-agent"),
-            webhooks=attached,
-        )
-        self.store.add_run(run)
-        self.dispatcher.watch(run)
-        log.info(
-            "started run %s of %s (%d items, %s s)",
-            run.id,
-            actor.name,
-            script.item_count,
-            script.duration_secs,
-        )
-        if wait > 0:
-            await self.wait_terminal(run, wait)
-        location = f"{self.cfg.base_url()}/v2/actors/{run.actor_id}/runs/{run.id}"
-        return ok(run.to_api(self.cfg, time.time()), 201, {"Location": location})
+        return attached
 
     async def get_run(self, request: Request) -> Response:
         with_token = self.token(request, required=False)
@@ -398,75 +428,32 @@ class ApifyApi:
     async def dataset_items(self, request: Request) -> Response:
         self.token(request)
         run = self.dataset_run(request)
-        q = request.query_params
-        fmt = (q.get("format") or "json").lower()
-        if fmt not in ("json", "jsonl"):
-            raise ApiError.invalid(f"Format '{fmt}' is not supported by the emulator (json, jsonl)")
-        offset = parse_int(q.get("offset"), "offset", minimum=0) or 0
-        limit = parse_int(q.get("limit"), "limit", minimum=0)
-        desc = parse_bool(q.get("desc"), "desc")
-        clean = parse_bool(q.get("clean"), "clean")
-        skip_empty = clean or parse_bool(q.get("skipEmpty"), "skipEmpty")
-        skip_hidden = clean or parse_bool(q.get("skipHidden"), "skipHidden")
-        fields = parse_list(q.get("fields"))
-        output_fields = parse_list(q.get("outputFields"))
-        omit = set(parse_list(q.get("omit")))
-        flatten = parse_list(q.get("flatten"))
+        query = _ItemsQuery.parse(request)
         total = run.visible_items(self.cfg, time.time())
         # Offset/limit select the scanned window; filters apply after it (as on the platform),
         # so Count reports the window, not the number of returned items.
-        start = min(offset, total)
-        end = total if limit is None else min(total, start + limit)
-        window = range(start, end) if not desc else range(total - 1 - start, total - 1 - end, -1)
+        start = min(query.offset, total)
+        end = total if query.limit is None else min(total, start + query.limit)
+        window = (
+            range(start, end) if not query.desc else range(total - 1 - start, total - 1 - end, -1)
+        )
         headers = {
-            "X-Apify-Pagination-Offset": str(offset),
-            "X-Apify-Pagination-Limit": str(NO_LIMIT if limit is None else limit),
+            "X-Apify-Pagination-Offset": str(query.offset),
+            "X-Apify-Pagination-Limit": str(NO_LIMIT if query.limit is None else query.limit),
             "X-Apify-Pagination-Count": str(len(window)),
             "X-Apify-Pagination-Total": str(total),
-            "X-Apify-Pagination-Desc": "true" if desc else "false",
+            "X-Apify-Pagination-Desc": "true" if query.desc else "false",
         }
         delay = run.script.page_delay_ms / 1000 * run.scale
         if delay > 0:
             await asyncio.sleep(delay)
-        media = JSON_MEDIA_TYPE if fmt == "json" else "application/jsonl; charset=utf-8"
+        media = JSON_MEDIA_TYPE if query.fmt == "json" else "application/jsonl; charset=utf-8"
         if request.method == "HEAD":
             return Response(b"", headers=headers, media_type=media)
-        script = run.script
-
-        def items() -> Iterator[dict[str, Any]]:
-            for index in window:
-                item = row(script.kind, script.params, index)
-                if skip_hidden:
-                    item = {k: v for k, v in item.items() if not k.startswith("#")}
-                if skip_empty and not item:
-                    continue
-                yield shape_item(item, fields, output_fields, omit, flatten)
-
-        def body() -> Iterator[str]:
-            # Streamed in chunks so a million-row page never sits in memory at once.
-            if fmt == "jsonl":
-                chunk: list[str] = []
-                for item in items():
-                    chunk.append(json.dumps(item, ensure_ascii=False) + "\n")
-                    if len(chunk) >= ITEMS_CHUNK:
-                        yield "".join(chunk)
-                        chunk = []
-                yield "".join(chunk)
-                return
-            first = True
-            chunk = ["["]
-            for item in items():
-                chunk.append(("" if first else ",") + json.dumps(item, ensure_ascii=False))
-                first = False
-                if len(chunk) >= ITEMS_CHUNK:
-                    yield "".join(chunk)
-                    chunk = []
-            chunk.append("]")
-            yield "".join(chunk)
-
+        chunks = _encode(query.items(run.script, window), query.fmt)
         if len(window) <= ITEMS_CHUNK:
-            return Response("".join(body()), headers=headers, media_type=media)
-        return StreamingResponse(body(), headers=headers, media_type=media)
+            return Response("".join(chunks), headers=headers, media_type=media)
+        return StreamingResponse(chunks, headers=headers, media_type=media)
 
     # ---- account & dispatches --------------------------------------------
     async def limits(self, request: Request) -> Response:
@@ -588,6 +575,78 @@ class ApifyApi:
             Route("/v2/webhook-dispatches/{dispatchId}", self.get_dispatch, methods=["GET"]),
         ]
         return routes
+
+
+@dataclass(frozen=True)
+class _StartOptions:
+    """A start's query parameters, validated."""
+
+    memory: int
+    timeout_secs: int
+    max_items: int | None
+    max_charge: float | None
+    wait: float
+    build: str
+    hooks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _ItemsQuery:
+    """A dataset items request's query parameters, validated."""
+
+    fmt: str
+    offset: int
+    limit: int | None
+    desc: bool
+    skip_empty: bool
+    skip_hidden: bool
+    fields: list[str]
+    output_fields: list[str]
+    omit: set[str]
+    flatten: list[str]
+
+    @classmethod
+    def parse(cls, request: Request) -> _ItemsQuery:
+        q = request.query_params
+        fmt = (q.get("format") or "json").lower()
+        if fmt not in ("json", "jsonl"):
+            raise ApiError.invalid(f"Format '{fmt}' is not supported by the emulator (json, jsonl)")
+        clean = parse_bool(q.get("clean"), "clean")
+        return cls(
+            fmt=fmt,
+            offset=parse_int(q.get("offset"), "offset", minimum=0) or 0,
+            limit=parse_int(q.get("limit"), "limit", minimum=0),
+            desc=parse_bool(q.get("desc"), "desc"),
+            skip_empty=clean or parse_bool(q.get("skipEmpty"), "skipEmpty"),
+            skip_hidden=clean or parse_bool(q.get("skipHidden"), "skipHidden"),
+            fields=parse_list(q.get("fields")),
+            output_fields=parse_list(q.get("outputFields")),
+            omit=set(parse_list(q.get("omit"))),
+            flatten=parse_list(q.get("flatten")),
+        )
+
+    def items(self, script: RunScript, window: range) -> Iterator[dict[str, Any]]:
+        """The window's rows, filtered and shaped (lazily: a page may have millions)."""
+        for index in window:
+            item = row(script.kind, script.params, index)
+            if self.skip_hidden:
+                item = {k: v for k, v in item.items() if not k.startswith("#")}
+            if self.skip_empty and not item:
+                continue
+            yield shape_item(item, self.fields, self.output_fields, self.omit, self.flatten)
+
+
+def _encode(items: Iterator[dict[str, Any]], fmt: str) -> Iterator[str]:
+    """A JSON array or JSON Lines, in chunks so a million-row page never sits in memory."""
+    chunk: list[str] = ["[" if fmt == "json" else ""]
+    for n, item in enumerate(items):
+        text = json.dumps(item, ensure_ascii=False)
+        chunk.append(text + "\n" if fmt == "jsonl" else ("," if n else "") + text)
+        if len(chunk) >= ITEMS_CHUNK:
+            yield "".join(chunk)
+            chunk = []
+    chunk.append("]" if fmt == "json" else "")
+    yield "".join(chunk)
 
 
 def shape_item(

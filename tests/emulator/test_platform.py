@@ -16,18 +16,19 @@ from typing import Any
 import httpx
 import pytest
 
-from apify_emulator import EmulatorConfig, create_app
+from apify_emulator import EmulatorConfig
 from apify_emulator.webhooks import parse_webhooks_param, render_template
 
-from .conftest import TOKEN, RunningEmulator, WebhookReceiver, eventually, free_port, make_config
-
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def local(cfg: EmulatorConfig) -> httpx.AsyncClient:
-    """An httpx client wired straight to a fresh app (no sockets, no background ticker)."""
-    transport = httpx.ASGITransport(app=create_app(cfg))
-    return httpx.AsyncClient(transport=transport, base_url="http://emulator", headers=AUTH)
+from .conftest import (
+    AUTH,
+    TOKEN,
+    RunningEmulator,
+    WebhookReceiver,
+    eventually,
+    free_port,
+    local,
+    make_config,
+)
 
 
 @pytest.fixture

