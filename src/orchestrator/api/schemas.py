@@ -127,8 +127,11 @@ class CreateRunRequest(ApiModel):
                     "runs": [
                         {
                             "actor": "ultron-leadgen",
-                            "input": {"brief": "B2B payroll software", "icp": "HR leads"},
-                            "options": {"memoryMb": 1024, "timeoutSec": 600},
+                            "input": {
+                                "brief": {"product": "B2B payroll software", "targetCount": 25},
+                                "icp": {"titles": ["HR Director"], "regions": ["Europe"]},
+                            },
+                            "options": {"memoryMb": 1024, "timeoutSec": 1800},
                         },
                         {
                             "actor": "ultron-similarweb-bulk",
