@@ -12,6 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.reconcile import ReconcileActivities
     from orchestrator.workflows.types import ReconcileResult
 
 RECONCILER_WORKFLOW = "ReconcilerWorkflow"
@@ -22,10 +23,8 @@ RECONCILE_SCHEDULE_ID = "orchestrator-reconciler"
 class ReconcilerWorkflow:
     @workflow.run
     async def run(self) -> ReconcileResult:
-        result: ReconcileResult = await workflow.execute_activity(
-            "reconcile_drift",
-            result_type=ReconcileResult,
+        return await workflow.execute_activity_method(
+            ReconcileActivities.reconcile_drift,
             start_to_close_timeout=timedelta(minutes=5),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
-        return result
