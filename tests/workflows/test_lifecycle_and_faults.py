@@ -74,6 +74,11 @@ async def test_backstop_times_out_a_run_that_never_ends(harness: Harness) -> Non
     (child,) = children(harness, run_id)
     assert child.state is ChildState.TIMED_OUT
     assert child.status_message and "no final status" in child.status_message
+    # We stop watching it, so it must not keep running (and being billed) on the platform.
+    (platform_run,) = harness.platform.runs.values()
+    assert platform_run.aborted
+    assert child.platform_status == "ABORTED"
+    assert event_kinds(harness, run_id)["child.abort"] == 1
 
 
 async def test_platform_aborted_run_ends_the_child_aborted(harness: Harness) -> None:
@@ -148,6 +153,37 @@ async def test_capacity_errors_wait_and_retry_instead_of_failing(harness: Harnes
     assert result.state == RunState.SUCCEEDED
     assert event_kinds(harness, run_id)["child.spawn_error"] == 2
     assert len(harness.platform.starts) == 1
+
+
+async def test_an_abort_during_a_capacity_wait_ends_that_child_aborted_not_failed(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    refused = PlatformError(
+        ErrorKind.CAPACITY,
+        "concurrent runs limit",
+        status_code=402,
+        error_type="concurrent-runs-limit-exceeded",
+    )
+    # A long capacity wait, so the abort lands while the start waits for its next attempt.
+    async with make_harness(sqlite_engine, capacity_retry_seconds=60.0) as h:
+        h.platform.scripts["ultron~leadgen"] = Script(start_errors=[refused] * 100)
+        h.platform.scripts["ultron~similarweb-bulk"] = Script(polls_to_finish=10**9)
+        run_id = await submit(
+            h, request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"})
+        )
+        await eventually(
+            lambda: (
+                event_kinds(h, run_id)["child.spawn_error"] >= 1
+                and children(h, run_id)[1].state is ChildState.RUNNING
+            )
+        )
+        assert (await abort_request(h.engine, h.env.client, run_id)).accepted
+        assert (await result_of(h, run_id)).state == RunState.ABORTED
+        waiting, running = children(h, run_id)
+        assert waiting.state is ChildState.ABORTED, waiting.status_message
+        assert running.state is ChildState.ABORTED
+        assert not {"partial", "failed"} & set(header_states(h, run_id))
+        assert [actor for actor, _ in h.platform.starts] == ["ultron~similarweb-bulk"]
 
 
 async def test_a_start_whose_answer_was_lost_is_found_not_repeated(harness: Harness) -> None:

@@ -87,8 +87,9 @@ async def _heartbeat_until_done(task: asyncio.Future[Any], every: float) -> None
 
 
 async def _heartbeating(call: Coroutine[Any, Any, T]) -> T:
-    """Await ``call`` while heartbeating, so a worker lost meanwhile is noticed after the
-    heartbeat timeout rather than the whole start-to-close timeout.
+    """Await ``call`` (a start, or the lookup of a lost one) while heartbeating, so a worker
+    lost meanwhile is noticed after the heartbeat timeout rather than the whole
+    start-to-close timeout.
 
     A cancellation (the caller aborted) does not interrupt the call: a start that may
     already have reached the platform is awaited, so its run is recorded and then aborted
@@ -173,8 +174,8 @@ class PlatformActivities:
         deps = self._deps
         attempt = activity.info().attempt
         try:
-            existing = await deps.platform.find_run_by_webhook_url(
-                webhook_url(deps.config.public_url, child.id)
+            existing = await _heartbeating(
+                deps.platform.find_run_by_webhook_url(webhook_url(deps.config.public_url, child.id))
             )
         except PlatformError as exc:
             raise self._error(exc) from None
