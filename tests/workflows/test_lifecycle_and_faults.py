@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
+from temporalio import activity
 
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
@@ -13,7 +16,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.platform.port import ErrorKind, PlatformError
+from orchestrator.platform.port import ErrorKind, PlatformError, PlatformRun
 from orchestrator.service.control import abort_request
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
@@ -184,6 +187,32 @@ async def test_an_abort_during_a_capacity_wait_ends_that_child_aborted_not_faile
         assert running.state is ChildState.ABORTED
         assert not {"partial", "failed"} & set(header_states(h, run_id))
         assert [actor for actor, _ in h.platform.starts] == ["ultron~similarweb-bulk"]
+
+
+async def test_an_abort_reaching_a_start_in_flight_still_aborts_the_run_it_started(
+    harness: Harness,
+) -> None:
+    """The start heartbeats, so an abort reaches it mid-call; the run the platform may
+    already have started must be recorded and aborted, not left running unseen."""
+    start_run = harness.platform.start_run
+    entered = asyncio.Event()
+
+    async def start_after_the_cancel(*args: Any, **kwargs: Any) -> PlatformRun:
+        entered.set()
+        while not activity.is_cancelled():  # runs in the activity's context
+            await asyncio.sleep(0.05)
+        return await start_run(*args, **kwargs)
+
+    harness.platform.start_run = start_after_the_cancel  # type: ignore[method-assign]
+    harness.platform.scripts["ultron~leadgen"] = Script(polls_to_finish=10**9)
+    run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
+    await asyncio.wait_for(entered.wait(), timeout=30)
+    assert (await abort_request(harness.engine, harness.env.client, run_id)).accepted
+    assert (await result_of(harness, run_id)).state == RunState.ABORTED
+    (child,) = children(harness, run_id)
+    assert child.state is ChildState.ABORTED and child.platform_run_id is not None
+    (platform_run,) = harness.platform.runs.values()
+    assert platform_run.aborted and child.platform_status == "ABORTED"
 
 
 async def test_a_start_whose_answer_was_lost_is_found_not_repeated(harness: Harness) -> None:
