@@ -19,7 +19,9 @@ from orchestrator.db.schema import scrape_items
 from orchestrator.domain.lifecycle import ChildState, RunState
 from orchestrator.platform.port import StartOptions
 from orchestrator.workflows.types import ChildOutcomeInput, FinalizeInput, IngestInput
-from tests.workflows.activity_support import store_request, worker_config
+
+# db_url replaces tests/conftest.py's: PostgreSQL is this module's own database.
+from tests.workflows.activity_support import db_url, store_request, worker_config  # noqa: F401
 from tests.workflows.fakes import FakePlatform, Script
 
 

@@ -34,7 +34,9 @@ from orchestrator.workflows.types import (
     StartChildInput,
     TimeOutChildInput,
 )
-from tests.workflows.activity_support import store_request, worker_config
+
+# db_url replaces tests/conftest.py's: PostgreSQL is this module's own database.
+from tests.workflows.activity_support import db_url, store_request, worker_config  # noqa: F401
 from tests.workflows.fakes import FakePlatform, Script, permanent
 
 CAPACITY = PlatformError(

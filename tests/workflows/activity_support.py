@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 
 from orchestrator.activities.deps import ActivityConfig
@@ -55,3 +57,13 @@ def store_request(engine: Engine, *options: dict[str, Any]) -> tuple[str, list[s
     with engine.begin() as conn:
         run_queries.insert_run(conn, run)
     return run_id, [c.id for c in children]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Like ``tests/conftest.py``'s, but PostgreSQL is the module's own database: other test
+    modules count rows in the session's database, and activity tests write rows."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'orchestrator.db'}"
+    url: str = request.getfixturevalue("module_postgres_url")
+    return url
