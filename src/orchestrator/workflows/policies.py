@@ -58,6 +58,7 @@ INGEST_RETRY = RetryPolicy(
 )
 INGEST_TIMEOUT = timedelta(hours=2)
 
+# abort_child (caller aborted) and time_out_child (past the cap): abort, then confirm.
 ABORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
@@ -65,6 +66,10 @@ ABORT_RETRY = RetryPolicy(
     non_retryable_error_types=[ERR_PERMANENT],
 )
 ABORT_TIMEOUT = timedelta(seconds=60)
+
+# One drift-repair pass; the schedule starts the next one anyway.
+RECONCILE_RETRY = RetryPolicy(maximum_attempts=3)
+RECONCILE_TIMEOUT = timedelta(minutes=5)
 
 
 # Outbound callbacks: one HTTP attempt per activity attempt. The schedule mirrors
