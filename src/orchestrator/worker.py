@@ -35,6 +35,7 @@ from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
+from orchestrator.service.reconcile import Reconciler
 from orchestrator.workflows.poller import PollerWorkflow
 from orchestrator.workflows.reconciler import (
     RECONCILE_SCHEDULE_ID,
@@ -52,16 +53,12 @@ def activity_config(settings: Settings) -> ActivityConfig:
     return ActivityConfig(
         public_url=settings.public_url,
         webhook_secret=settings.webhook_secret.get_secret_value(),
-        poll_interval_seconds=settings.poll_interval_seconds,
-        poll_long_wait_seconds=settings.poll_long_wait_seconds,
-        polls_per_workflow_run=settings.polls_per_workflow_run,
-        capacity_retry_seconds=settings.capacity_retry_seconds,
-        ingest_heartbeat_seconds=settings.ingest_heartbeat_seconds,
-        default_timeout_grace_seconds=settings.default_timeout_grace_seconds,
-        default_cap_seconds=settings.default_cap_seconds,
+        follow=settings.follow_settings(),
         dataset_page_size=settings.dataset_page_size,
+        capacity_retry_seconds=settings.capacity_retry_seconds,
         callback_secret_key=settings.callback_secret_key.get_secret_value(),
         allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
+        callback_retry_initial_seconds=settings.callback_retry_initial_seconds,
     )
 
 
@@ -79,15 +76,8 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     ingest = IngestActivities(deps)
     records = RecordActivities(deps)
     delivery = DeliveryActivities(deps)
-    config = deps.config
     reconciler = ReconcileActivities(
-        deps.engine,
-        client,
-        task_queue,
-        cap_seconds=config.default_cap_seconds,
-        poll_interval_seconds=config.poll_interval_seconds,
-        poll_long_wait_seconds=config.poll_long_wait_seconds,
-        polls_per_workflow_run=config.polls_per_workflow_run,
+        Reconciler(deps.engine, client, task_queue, deps.config.follow)
     )
     return Worker(
         client,
@@ -100,6 +90,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             platform.start_actor_run,
             platform.poll_platform_run,
             platform.abort_child,
+            platform.time_out_child,
             ingest.ingest_dataset,
             records.record_child_outcome,
             records.finalize_run,

@@ -145,7 +145,7 @@ def test_abort_ends_the_request_aborted_and_aborts_platform_runs(
 
 
 def test_a_run_that_never_reaches_a_final_status_times_out_at_its_cap(
-    api: httpx.Client,
+    api: httpx.Client, emulator: httpx.Client
 ) -> None:
     # The stack's grace is 2 s: the cap is timeoutSec + 2 s. A "stuck" run ignores its
     # platform timeout, so only our backstop can end it.
@@ -154,5 +154,9 @@ def test_a_run_that_never_reaches_a_final_status_times_out_at_its_cap(
     assert run["state"] == "timed_out"
     (child,) = run["children"]
     assert child["state"] == "timed_out"
-    assert child["platformStatus"] == "RUNNING"
     assert "no final status" in child["statusMessage"]
+    # We stop watching it, so it is aborted rather than left running (and billed).
+    assert child["platformStatus"] == "ABORTED"
+    platform = emulator.get(f"/v2/actor-runs/{child['platformRunId']}").json()["data"]
+    assert platform["status"] == "ABORTED"
+    assert event_kinds(api, run_id)["child.abort"] == 1

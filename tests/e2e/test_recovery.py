@@ -80,6 +80,33 @@ def test_a_worker_killed_mid_ingest_loses_and_duplicates_nothing(
         assert event_kinds(api, run_id)["child.ingest_resume"] >= 1
 
 
+def test_a_worker_killed_during_a_start_recovers_with_one_platform_run(
+    stack: DevStack, emulator: httpx.Client
+) -> None:
+    """Issue 10 #5: the start heartbeats, so a start lost with its worker is retried (and its
+    run found by the lost-start lookup) after the heartbeat timeout, not the 120 s
+    start-to-close timeout; the wait below is shorter than that timeout."""
+    # The platform creates the run and never answers: the start is in flight from the moment
+    # the run exists until the HTTP start timeout (3 s in the e2e settings).
+    emulator.post("/_emulator/faults/lost-start", json={"count": 1, "mode": "hang"})
+    before = platform_run_count(emulator)
+    with api_client(stack) as api:
+        run_id = submit(api, request(generator(items=40, durationSecs=1)))
+        eventually(lambda: platform_run_count(emulator) > before, timeout=30, interval=0.05)
+        stack.kill("worker")
+        stack.start_component("worker")
+        run = wait_terminal(api, run_id, timeout=90)
+        assert run["state"] == "succeeded"
+        assert run["itemsTotal"] == 40
+        kinds = event_kinds(api, run_id)
+    # The first attempt died with its worker (it never timed out and logged an error); the
+    # retry found the run that attempt had started instead of starting another.
+    assert kinds["child.spawn_error"] == 0
+    assert kinds["child.spawn_attempt"] == 1
+    assert kinds["child.spawn_recovered"] == 1
+    assert platform_run_count(emulator) - before == 1, "the platform started a second run"
+
+
 def test_the_api_can_restart_at_any_time(stack: DevStack) -> None:
     with api_client(stack) as api:
         run_id = submit(api, request(generator(items=5_000, durationSecs=3, pageDelayMs=100)))

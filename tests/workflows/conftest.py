@@ -17,7 +17,10 @@ from orchestrator.activities.deps import ActivityConfig, ActivityDeps
 from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.db.queries.registry import load_registry_file, seed_registry
 from orchestrator.worker import build_worker
+from tests.workflows.activity_support import worker_config
 from tests.workflows.fakes import FakePlatform
+
+__all__ = ["Harness", "HarnessFactory", "seed", "worker_config"]
 
 
 @dataclass
@@ -27,19 +30,10 @@ class Harness:
     platform: FakePlatform
     task_queue: str
     worker: Worker
+    config: ActivityConfig
 
 
 HarnessFactory = Callable[..., AbstractAsyncContextManager[Harness]]
-
-TEST_CONFIG: dict[str, Any] = {
-    "public_url": "http://127.0.0.1:9",
-    "webhook_secret": "test-secret",
-    "poll_interval_seconds": 1.0,
-    "poll_long_wait_seconds": 0,
-    "dataset_page_size": 7,
-    "capacity_retry_seconds": 1.0,
-    "default_timeout_grace_seconds": 1.0,
-}
 
 
 def seed(engine: Engine) -> None:
@@ -55,13 +49,12 @@ def make_harness(temporal_env: WorkflowEnvironment) -> HarnessFactory:
     async def make(engine: Engine, **overrides: Any) -> AsyncIterator[Harness]:
         seed(engine)
         platform = FakePlatform()
-        deps = ActivityDeps(
-            engine=engine, platform=platform, config=ActivityConfig(**(TEST_CONFIG | overrides))
-        )
+        config = worker_config(**overrides)
+        deps = ActivityDeps(engine=engine, platform=platform, config=config)
         task_queue = f"test-{uuid.uuid4()}"
         worker = build_worker(temporal_env.client, task_queue, deps)
         async with worker:
-            yield Harness(temporal_env, engine, platform, task_queue, worker)
+            yield Harness(temporal_env, engine, platform, task_queue, worker, config)
 
     return make
 

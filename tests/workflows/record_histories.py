@@ -14,13 +14,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.db.engine import build_engine, migrate
 from tests.conftest import temporal_binary
-from tests.workflows.conftest import TEST_CONFIG, Harness, seed
+from tests.workflows.conftest import Harness, seed, worker_config
 from tests.workflows.fakes import FakePlatform
 from tests.workflows.test_replay import HISTORIES, record_scenarios
 
 
 async def main() -> None:
-    from orchestrator.activities.deps import ActivityConfig, ActivityDeps
+    from orchestrator.activities.deps import ActivityDeps
     from orchestrator.worker import build_worker
 
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal_binary())
@@ -29,10 +29,11 @@ async def main() -> None:
         migrate(engine)
         seed(engine)
         platform = FakePlatform()
-        deps = ActivityDeps(engine=engine, platform=platform, config=ActivityConfig(**TEST_CONFIG))
+        config = worker_config()
+        deps = ActivityDeps(engine=engine, platform=platform, config=config)
         worker = build_worker(env.client, "record-histories", deps)
         async with worker:
-            harness = Harness(env, engine, platform, "record-histories", worker)
+            harness = Harness(env, engine, platform, "record-histories", worker, config)
             recorded = await record_scenarios(harness)
         engine.dispose()
     await env.shutdown()

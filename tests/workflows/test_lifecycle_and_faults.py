@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
+from temporalio import activity
 
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
@@ -13,7 +16,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.platform.port import ErrorKind, PlatformError
+from orchestrator.platform.port import ErrorKind, PlatformError, PlatformRun
 from orchestrator.service.control import abort_request
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
@@ -74,6 +77,11 @@ async def test_backstop_times_out_a_run_that_never_ends(harness: Harness) -> Non
     (child,) = children(harness, run_id)
     assert child.state is ChildState.TIMED_OUT
     assert child.status_message and "no final status" in child.status_message
+    # We stop watching it, so it must not keep running (and being billed) on the platform.
+    (platform_run,) = harness.platform.runs.values()
+    assert platform_run.aborted
+    assert child.platform_status == "ABORTED"
+    assert event_kinds(harness, run_id)["child.abort"] == 1
 
 
 async def test_platform_aborted_run_ends_the_child_aborted(harness: Harness) -> None:
@@ -148,6 +156,63 @@ async def test_capacity_errors_wait_and_retry_instead_of_failing(harness: Harnes
     assert result.state == RunState.SUCCEEDED
     assert event_kinds(harness, run_id)["child.spawn_error"] == 2
     assert len(harness.platform.starts) == 1
+
+
+async def test_an_abort_during_a_capacity_wait_ends_that_child_aborted_not_failed(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    refused = PlatformError(
+        ErrorKind.CAPACITY,
+        "concurrent runs limit",
+        status_code=402,
+        error_type="concurrent-runs-limit-exceeded",
+    )
+    # A long capacity wait, so the abort lands while the start waits for its next attempt.
+    async with make_harness(sqlite_engine, capacity_retry_seconds=60.0) as h:
+        h.platform.scripts["ultron~leadgen"] = Script(start_errors=[refused] * 100)
+        h.platform.scripts["ultron~similarweb-bulk"] = Script(polls_to_finish=10**9)
+        run_id = await submit(
+            h, request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"})
+        )
+        await eventually(
+            lambda: (
+                event_kinds(h, run_id)["child.spawn_error"] >= 1
+                and children(h, run_id)[1].state is ChildState.RUNNING
+            )
+        )
+        assert (await abort_request(h.engine, h.env.client, run_id)).accepted
+        assert (await result_of(h, run_id)).state == RunState.ABORTED
+        waiting, running = children(h, run_id)
+        assert waiting.state is ChildState.ABORTED, waiting.status_message
+        assert running.state is ChildState.ABORTED
+        assert not {"partial", "failed"} & set(header_states(h, run_id))
+        assert [actor for actor, _ in h.platform.starts] == ["ultron~similarweb-bulk"]
+
+
+async def test_an_abort_reaching_a_start_in_flight_still_aborts_the_run_it_started(
+    harness: Harness,
+) -> None:
+    """The start heartbeats, so an abort reaches it mid-call; the run the platform may
+    already have started must be recorded and aborted, not left running unseen."""
+    start_run = harness.platform.start_run
+    entered = asyncio.Event()
+
+    async def start_after_the_cancel(*args: Any, **kwargs: Any) -> PlatformRun:
+        entered.set()
+        while not activity.is_cancelled():  # runs in the activity's context
+            await asyncio.sleep(0.05)
+        return await start_run(*args, **kwargs)
+
+    harness.platform.start_run = start_after_the_cancel  # type: ignore[method-assign]
+    harness.platform.scripts["ultron~leadgen"] = Script(polls_to_finish=10**9)
+    run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
+    await asyncio.wait_for(entered.wait(), timeout=30)
+    assert (await abort_request(harness.engine, harness.env.client, run_id)).accepted
+    assert (await result_of(harness, run_id)).state == RunState.ABORTED
+    (child,) = children(harness, run_id)
+    assert child.state is ChildState.ABORTED and child.platform_run_id is not None
+    (platform_run,) = harness.platform.runs.values()
+    assert platform_run.aborted and child.platform_status == "ABORTED"
 
 
 async def test_a_start_whose_answer_was_lost_is_found_not_repeated(harness: Harness) -> None:

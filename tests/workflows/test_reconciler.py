@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from sqlalchemy import Engine
 from temporalio.service import RPCError
 
-from orchestrator.activities.reconcile import reconcile
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.ids import child_id, orchestrator_workflow_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
+from orchestrator.service.reconcile import Reconciler
 from orchestrator.worker import ensure_reconcile_schedule
 from orchestrator.workflows.reconciler import RECONCILE_SCHEDULE_ID
-from tests.workflows.conftest import Harness
+from orchestrator.workflows.types import PollerInput
+from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
 from tests.workflows.support import eventually, request, result_of, submit
 
@@ -26,16 +28,30 @@ def child_states(h: Harness, run_id: str) -> list[ChildState]:
 
 
 async def repair(h: Harness) -> tuple[int, int]:
-    result = await reconcile(
-        h.engine,
-        h.env.client,
-        h.task_queue,
-        cap_seconds=600,
-        poll_interval_seconds=1,
-        poll_long_wait_seconds=0,
-        grace=timedelta(0),
+    reconciler = Reconciler(
+        h.engine, h.env.client, h.task_queue, h.config.follow, grace=timedelta(0)
     )
+    result = await reconciler.reconcile()
     return result.masters_restarted, result.pollers_restarted
+
+
+async def poller_started_with(h: Harness, workflow_id: str) -> PollerInput:
+    """The input the latest run of a poller was started with (from its history)."""
+    history = await h.env.client.get_workflow_handle(workflow_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    (params,) = await h.env.client.data_converter.decode(started.input.payloads, [PollerInput])
+    assert isinstance(params, PollerInput)
+    return params
+
+
+async def wait_for_poller(h: Harness, workflow_id: str) -> None:
+    poller = h.env.client.get_workflow_handle(workflow_id)
+    for _ in range(200):  # the child is running just before its poller is started
+        try:
+            await poller.describe()
+            return
+        except RPCError:
+            await asyncio.sleep(0.05)
 
 
 async def test_a_master_that_ended_while_the_database_says_running_is_restarted(
@@ -66,18 +82,38 @@ async def test_a_child_without_a_poller_gets_one(harness: Harness) -> None:
     harness.platform.scripts["ultron~leadgen"] = Script(items=4, polls_to_finish=5)
     run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
     await eventually(lambda: child_states(harness, run_id) == [ChildState.RUNNING])
-    poller = harness.env.client.get_workflow_handle(poller_workflow_id(child_id(run_id, 0)))
-    for _ in range(200):  # the child is running just before its poller is started
-        try:
-            await poller.describe()
-            break
-        except RPCError:
-            await asyncio.sleep(0.05)
-    await poller.terminate("drift on purpose")
+    poller_id = poller_workflow_id(child_id(run_id, 0))
+    await wait_for_poller(harness, poller_id)
+    await harness.env.client.get_workflow_handle(poller_id).terminate("drift on purpose")
     assert await repair(harness) == (0, 1)
     assert (await result_of(harness, run_id)).state == RunState.SUCCEEDED
     with harness.engine.connect() as conn:
         assert item_queries.count_items(conn, run_id) == 4
+
+
+async def test_a_restarted_poller_follows_the_same_plan_as_the_first(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    """Issue 10 #2: the reconciler used the default 4-hour cap and heartbeat instead of the
+    child's timeoutSec + grace and the configured ingest heartbeat."""
+    async with make_harness(
+        sqlite_engine, default_timeout_grace_seconds=5.0, ingest_heartbeat_seconds=7.0
+    ) as h:
+        h.platform.scripts["ultron~leadgen"] = Script(items=3, polls_to_finish=6)
+        run_id = await submit(
+            h, request({"actor": "ultron-leadgen", "options": {"timeoutSec": 120}})
+        )
+        poller_id = poller_workflow_id(child_id(run_id, 0))
+        await eventually(lambda: child_states(h, run_id) == [ChildState.RUNNING])
+        await wait_for_poller(h, poller_id)
+        first = await poller_started_with(h, poller_id)
+        await h.env.client.get_workflow_handle(poller_id).terminate("drift on purpose")
+        assert await repair(h) == (0, 1)
+        restarted = await poller_started_with(h, poller_id)
+        assert restarted.cap_seconds == 125.0
+        assert restarted.ingest_heartbeat_seconds == 7.0
+        assert restarted == first
+        assert (await result_of(h, run_id)).state == RunState.SUCCEEDED
 
 
 async def test_the_reconciler_runs_on_a_schedule(harness: Harness) -> None:

@@ -1,8 +1,9 @@
 """Determinism: recorded workflow histories replay against the current workflow code.
 
-``histories/*.json`` were recorded from real runs (``python -m tests.workflows.test_replay``
-records them again). A change to live workflow code that would break a running workflow
-fails here; such a change belongs behind ``workflow.patched()``.
+``histories/*.json`` were recorded from real runs (``python -m
+tests.workflows.record_histories`` records them again). A change to live workflow code that
+would break a running workflow fails here; such a change belongs behind
+``workflow.patched()``.
 """
 
 from __future__ import annotations

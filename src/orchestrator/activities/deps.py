@@ -10,6 +10,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from sqlalchemy import Connection, Engine
 
 from orchestrator.db.engine import read_only
+from orchestrator.domain.follow import FollowSettings
 from orchestrator.platform.port import Platform
 
 P = ParamSpec("P")
@@ -18,21 +19,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ActivityConfig:
+    """What activities read from the settings; built by ``worker.activity_config`` only, so
+    no default is declared here (``config.settings.Settings`` holds them)."""
+
     public_url: str
     webhook_secret: str
-    poll_interval_seconds: float = 60.0
-    default_timeout_grace_seconds: float = 600.0
-    default_cap_seconds: float = 4 * 3600.0
-    dataset_page_size: int = 1000
-    poll_long_wait_seconds: int = 10
-    polls_per_workflow_run: int = 500
-    capacity_retry_seconds: float = 30.0
+    follow: FollowSettings
+    dataset_page_size: int
+    capacity_retry_seconds: float
     # Outbound callbacks (activities/delivery.py).
-    callback_secret_key: str = "local-development-callback-secret-key"  # noqa: S105
-    allow_insecure_callback_localhost: bool = False
-    #: First retry delay of a callback; the schedule doubles from it (tests shrink it).
-    callback_retry_initial_seconds: float = 5.0
-    ingest_heartbeat_seconds: float = 30.0
+    callback_secret_key: str
+    allow_insecure_callback_localhost: bool
+    callback_retry_initial_seconds: float
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,6 @@ class IngestActivities:
         assert run is not None
         if child.state.terminal:
             return IngestResult(child_id=child.id, items=child.items_ingested)
-        page_size = deps.config.dataset_page_size
         offset = child.ingest_offset
         if offset:
             await deps.tx(
@@ -72,33 +71,37 @@ class IngestActivities:
                 child_id=child.id,
                 data={"offset": offset, "attempt": activity.info().attempt},
             )
+        end, pages = await self._copy_pages(run, child, params.dataset_id, offset)
+        await deps.tx(
+            run_queries.transition_child,
+            child.id,
+            ChildState.SUCCEEDED,
+            message=f"actor run {child.idx} ({child.actor}): {end} item(s) ingested",
+        )
+        return IngestResult(child_id=child.id, items=end, pages=pages)
 
-        async def fetch(at: int) -> list[str]:
-            try:
-                # One item more than a page: a page that comes back full (page + 1) is not
-                # the last, so the end is seen without a final empty call.
-                return await deps.platform.dataset_page(params.dataset_id, at, page_size + 1)
-            except PlatformError as exc:
-                await deps.tx(
-                    append_event,
-                    run.id,
-                    "child.ingest_error",
-                    f"actor run {child.idx}: reading the dataset at item {at} failed "
-                    f"({exc.kind}, attempt {activity.info().attempt}): {exc.message}",
-                    child_id=child.id,
-                    data={"offset": at, "kind": exc.kind.value, "status": exc.status_code},
-                )
-                raise as_activity_error(exc) from None
-
+    async def _copy_pages(
+        self,
+        run: run_queries.RunRecord,
+        child: run_queries.ChildRecord,
+        dataset_id: str,
+        offset: int,
+    ) -> tuple[int, int]:
+        """Store every page from ``offset`` on, downloading the next page while the current
+        one is written. Returns the end offset and the number of pages stored."""
+        deps = self._deps
+        page_size = deps.config.dataset_page_size
         pages = 0
-        next_page = asyncio.create_task(fetch(offset))
+        next_page = asyncio.create_task(self._fetch(run, child, dataset_id, offset))
         try:
             while True:
                 fetched = await next_page
                 last = len(fetched) <= page_size
                 items = fetched[:page_size]
                 if not last:
-                    next_page = asyncio.create_task(fetch(offset + len(items)))
+                    next_page = asyncio.create_task(
+                        self._fetch(run, child, dataset_id, offset + len(items))
+                    )
                 # Rows and cursor commit together; the page's event follows in a transaction
                 # of its own, so page writes never wait for the event log's ordering lock.
                 await deps.tx(write_page, run, child, offset, items)
@@ -107,14 +110,33 @@ class IngestActivities:
                 pages += 1
                 activity.heartbeat(offset)
                 if last:
-                    break
+                    return offset, pages
         finally:
             if not next_page.done():
                 next_page.cancel()
-        await deps.tx(
-            run_queries.transition_child,
-            child.id,
-            ChildState.SUCCEEDED,
-            message=f"actor run {child.idx} ({child.actor}): {offset} item(s) ingested",
-        )
-        return IngestResult(child_id=child.id, items=offset, pages=pages)
+
+    async def _fetch(
+        self,
+        run: run_queries.RunRecord,
+        child: run_queries.ChildRecord,
+        dataset_id: str,
+        at: int,
+    ) -> list[str]:
+        deps = self._deps
+        try:
+            # One item more than a page: a page that comes back full (page + 1) is not the
+            # last, so the end is seen without a final empty call.
+            return await deps.platform.dataset_page(
+                dataset_id, at, deps.config.dataset_page_size + 1
+            )
+        except PlatformError as exc:
+            await deps.tx(
+                append_event,
+                run.id,
+                "child.ingest_error",
+                f"actor run {child.idx}: reading the dataset at item {at} failed "
+                f"({exc.kind}, attempt {activity.info().attempt}): {exc.message}",
+                child_id=child.id,
+                data={"offset": at, "kind": exc.kind.value, "status": exc.status_code},
+            )
+            raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None

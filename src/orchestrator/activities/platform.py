@@ -8,7 +8,10 @@ its webhook URL) before another start is sent.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import Connection
@@ -18,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.events import append_event, lock_run_events
+from orchestrator.domain.follow import follow_plan
 from orchestrator.domain.lifecycle import (
     ChildState,
     PlatformStatus,
@@ -37,7 +41,12 @@ from orchestrator.platform.webhook_auth import (
     WEBHOOK_TOKEN_HEADER,
     derive_webhook_token,
 )
-from orchestrator.workflows.policies import ERR_CAPACITY, ERR_PERMANENT
+from orchestrator.workflows.policies import (
+    ERR_ABORT_NOT_CONFIRMED,
+    ERR_CAPACITY,
+    ERR_PERMANENT,
+    ERR_RETRYABLE,
+)
 from orchestrator.workflows.types import (
     AbortChildInput,
     AbortChildResult,
@@ -45,10 +54,13 @@ from orchestrator.workflows.types import (
     PollResult,
     StartChildInput,
     StartChildResult,
+    TimeOutChildInput,
 )
 
+T = TypeVar("T")
 
-def as_activity_error(exc: PlatformError, capacity_delay: float = 30.0) -> ApplicationError:
+
+def as_activity_error(exc: PlatformError, capacity_delay: float) -> ApplicationError:
     """A platform error as Temporal sees it: permanent errors are not retried, capacity
     errors wait longer than transient ones."""
     if exc.kind is ErrorKind.PERMANENT:
@@ -57,7 +69,7 @@ def as_activity_error(exc: PlatformError, capacity_delay: float = 30.0) -> Appli
         return ApplicationError(
             exc.message, type=ERR_CAPACITY, next_retry_delay=timedelta(seconds=capacity_delay)
         )
-    return ApplicationError(exc.message, type="PlatformRetryableError")
+    return ApplicationError(exc.message, type=ERR_RETRYABLE)
 
 
 def webhook_url(public_url: str, child_id: str) -> str:
@@ -68,30 +80,61 @@ def _unknown_child(child_id: str) -> ApplicationError:
     return ApplicationError(f"unknown child {child_id}", type=ERR_PERMANENT, non_retryable=True)
 
 
+async def _heartbeat_until_done(task: asyncio.Future[Any], every: float) -> None:
+    while not task.done():
+        activity.heartbeat()
+        await asyncio.sleep(every)
+
+
+async def _heartbeating(call: Coroutine[Any, Any, T]) -> T:
+    """Await ``call`` (a start, or the lookup of a lost one) while heartbeating, so a worker
+    lost meanwhile is noticed after the heartbeat timeout rather than the whole
+    start-to-close timeout.
+
+    A cancellation (the caller aborted) does not interrupt the call: a start that may
+    already have reached the platform is awaited, so its run is recorded and then aborted
+    by the master's sweep instead of being left running unseen.
+    """
+    task = asyncio.ensure_future(call)
+    timeout = activity.info().heartbeat_timeout
+    beat = (
+        asyncio.create_task(_heartbeat_until_done(task, timeout.total_seconds() / 3))
+        if timeout
+        else None
+    )
+    try:
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    break
+                activity.logger.info("cancelled while a start is in flight; awaiting it")
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+        return task.result()
+    finally:
+        if beat is not None:
+            beat.cancel()
+
+
 class PlatformActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self._deps = deps
 
     def _result(self, child: run_queries.ChildRecord) -> StartChildResult:
-        config = self._deps.config
-        timeout = child.options.get("timeoutSec")
-        cap = (
-            float(timeout) + config.default_timeout_grace_seconds
-            if timeout
-            else config.default_cap_seconds
-        )
-        return StartChildResult(
-            child_id=child.id,
+        return StartChildResult.of(
+            child.id,
             started=child.platform_run_id is not None and not child.state.terminal,
             platform_run_id=child.platform_run_id,
             dataset_id=child.dataset_id,
-            cap_seconds=cap,
-            poll_interval_seconds=config.poll_interval_seconds,
             failure=child.status_message if child.state.terminal else None,
-            poll_long_wait_seconds=config.poll_long_wait_seconds,
-            polls_per_workflow_run=config.polls_per_workflow_run,
-            ingest_heartbeat_seconds=config.ingest_heartbeat_seconds,
+            plan=follow_plan(child.options, self._deps.config.follow),
         )
+
+    def _error(self, exc: PlatformError) -> ApplicationError:
+        return as_activity_error(exc, self._deps.config.capacity_retry_seconds)
 
     async def _adopt(self, child: run_queries.ChildRecord, run: PlatformRun, how: str) -> None:
         await self._deps.tx(
@@ -108,9 +151,7 @@ class PlatformActivities:
     async def start_actor_run(self, params: StartChildInput) -> StartChildResult:
         """Start the child's platform run exactly once, with an ad-hoc webhook back to us."""
         deps = self._deps
-        child = await deps.read(run_queries.get_child, params.child_id)
-        if child is None:
-            raise _unknown_child(params.child_id)
+        child = await self._reload(params.child_id)
         if child.platform_run_id is not None or child.state.terminal:
             return self._result(child)
         run_record = await deps.read(run_queries.get_run, child.run_id)
@@ -121,38 +162,50 @@ class PlatformActivities:
                 ChildState.ABORTED,
                 status_message="aborted before it was started",
             )
-            return self._result(await self._reload(child.id))
-        attempt = activity.info().attempt
-        if child.state is ChildState.SPAWNING:
-            # An earlier attempt reached the platform; its run may exist though we never
-            # heard back. Adopt it rather than start a second one.
-            try:
-                existing = await deps.platform.find_run_by_webhook_url(
-                    webhook_url(deps.config.public_url, child.id)
-                )
-            except PlatformError as exc:
-                raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
-            await deps.tx(
-                append_event,
-                child.run_id,
-                "child.spawn_lookup",
-                f"looked for a platform run started by an earlier attempt: "
-                f"{existing.id if existing else 'none'}",
-                child_id=child.id,
-                data={"attempt": attempt, "found": existing.id if existing else None},
-            )
-            if existing is not None:
-                await deps.tx(
-                    append_event,
-                    child.run_id,
-                    "child.spawn_recovered",
-                    f"found platform run {existing.id} started by an earlier attempt",
-                    child_id=child.id,
-                    data={"attempt": attempt, "platformRunId": existing.id},
-                )
-                await self._adopt(child, existing, "recovered")
-                return self._result(await self._reload(child.id))
+        elif child.state is ChildState.SPAWNING and await self._recover_lost_start(child):
+            pass
         else:
+            await self._start(child)
+        return self._result(await self._reload(child.id))
+
+    async def _recover_lost_start(self, child: run_queries.ChildRecord) -> bool:
+        """An earlier attempt reached the platform; its run may exist though we never heard
+        back. Adopt it rather than start a second one. Whether one was found."""
+        deps = self._deps
+        attempt = activity.info().attempt
+        try:
+            existing = await _heartbeating(
+                deps.platform.find_run_by_webhook_url(webhook_url(deps.config.public_url, child.id))
+            )
+        except PlatformError as exc:
+            raise self._error(exc) from None
+        await deps.tx(
+            append_event,
+            child.run_id,
+            "child.spawn_lookup",
+            f"looked for a platform run started by an earlier attempt: "
+            f"{existing.id if existing else 'none'}",
+            child_id=child.id,
+            data={"attempt": attempt, "found": existing.id if existing else None},
+        )
+        if existing is None:
+            return False
+        await deps.tx(
+            append_event,
+            child.run_id,
+            "child.spawn_recovered",
+            f"found platform run {existing.id} started by an earlier attempt",
+            child_id=child.id,
+            data={"attempt": attempt, "platformRunId": existing.id},
+        )
+        await self._adopt(child, existing, "recovered")
+        return True
+
+    async def _start(self, child: run_queries.ChildRecord) -> None:
+        """Send the start (the child is ``spawning`` first, so a retry looks it up)."""
+        deps = self._deps
+        attempt = activity.info().attempt
+        if child.state is not ChildState.SPAWNING:
             await deps.tx(run_queries.transition_child, child.id, ChildState.SPAWNING)
         await deps.tx(
             append_event,
@@ -177,22 +230,21 @@ class PlatformActivities:
             max_items=child.options.get("maxItems"),
         )
         try:
-            run = await deps.platform.start_run(
-                child.platform_actor_id, child.input, options, [hook]
+            run = await _heartbeating(
+                deps.platform.start_run(child.platform_actor_id, child.input, options, [hook])
             )
         except PlatformError as exc:
             await self._log_failure(child, "child.spawn_error", "starting the run", exc)
-            if exc.kind is ErrorKind.PERMANENT:
-                await deps.tx(
-                    run_queries.transition_child,
-                    child.id,
-                    ChildState.FAILED,
-                    status_message=exc.message,
-                )
-                return self._result(await self._reload(child.id))
-            raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
+            if exc.kind is not ErrorKind.PERMANENT:
+                raise self._error(exc) from None
+            await deps.tx(
+                run_queries.transition_child,
+                child.id,
+                ChildState.FAILED,
+                status_message=exc.message,
+            )
+            return
         await self._adopt(child, run, "started as")
-        return self._result(await self._reload(child.id))
 
     async def _log_failure(
         self, child: run_queries.ChildRecord, kind: str, what: str, exc: PlatformError
@@ -228,7 +280,7 @@ class PlatformActivities:
             run = await deps.platform.get_run(params.platform_run_id, wait_secs=params.wait_secs)
         except PlatformError as exc:
             await self._log_failure(child, "child.poll_error", "reading the run's status", exc)
-            raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
+            raise self._error(exc) from None
         if run is None:
             raise ApplicationError(
                 f"platform run {params.platform_run_id} was not found",
@@ -268,6 +320,51 @@ class PlatformActivities:
             child_state=new_state.value if new_state else None,
         )
 
+    async def _abort_and_confirm(self, platform_run_id: str) -> PlatformRun | None:
+        """Abort a platform run and wait for its final status (it may pass through ABORTING
+        first); a run that is still not final is retried by Temporal."""
+        deps = self._deps
+        try:
+            run = await deps.platform.abort_run(platform_run_id)
+            if run is not None and not is_platform_terminal(run.status):
+                run = await deps.platform.get_run(platform_run_id, wait_secs=30)
+        except PlatformError as exc:
+            raise self._error(exc) from None
+        if run is not None and not is_platform_terminal(run.status):
+            raise ApplicationError(
+                f"platform run {run.id} is still {run.status} after abort",
+                type=ERR_ABORT_NOT_CONFIRMED,
+            )
+        return run
+
+    async def _end_child(
+        self,
+        child: run_queries.ChildRecord,
+        state: ChildState,
+        message: str,
+        run: PlatformRun | None,
+    ) -> None:
+        """Record the abort sent to the platform (if the child had a run) and the final
+        state, in one transaction."""
+        status = run.status if run is not None else None
+
+        def record(conn: Connection) -> None:
+            lock_run_events(conn, child.run_id)  # before any row write; see events.py
+            if child.platform_run_id is not None:
+                append_event(
+                    conn,
+                    child.run_id,
+                    "child.abort",
+                    f"actor run {child.idx}: abort sent to platform run {child.platform_run_id}",
+                    child_id=child.id,
+                    data={"status": status, "reason": state.value},
+                )
+            run_queries.transition_child(
+                conn, child.id, state, platform_status=status, status_message=message
+            )
+
+        await self._deps.tx(record)
+
     @activity.defn(name="abort_child")
     async def abort_child(self, params: AbortChildInput) -> AbortChildResult:
         """Abort the child's platform run, confirm its final status, record ``aborted``.
@@ -275,41 +372,26 @@ class PlatformActivities:
         Idempotent: a child with no platform run, or one already final, is simply recorded
         as aborted (if it was not terminal yet).
         """
-        deps = self._deps
         child = await self._reload(params.child_id)
         if child.state.terminal:
             return AbortChildResult(child_id=child.id, state=child.state.value)
-        status: str | None = None
-        message = "aborted by the caller"
+        run = None
         if child.platform_run_id is not None:
-            try:
-                run = await deps.platform.abort_run(child.platform_run_id)
-                if run is not None and not is_platform_terminal(run.status):
-                    # Confirm: the platform may pass through ABORTING first.
-                    run = await deps.platform.get_run(child.platform_run_id, wait_secs=30)
-            except PlatformError as exc:
-                raise as_activity_error(exc, deps.config.capacity_retry_seconds) from None
-            if run is not None:
-                status = run.status
-                if not is_platform_terminal(run.status):
-                    raise ApplicationError(
-                        f"platform run {run.id} is still {run.status} after abort",
-                        type="AbortNotConfirmed",
-                    )
-                message = f"aborted by the caller (platform status {run.status})"
-            await deps.tx(
-                append_event,
-                child.run_id,
-                "child.abort",
-                f"actor run {child.idx}: abort sent to platform run {child.platform_run_id}",
-                child_id=child.id,
-                data={"status": status},
-            )
-        await deps.tx(
-            run_queries.transition_child,
-            child.id,
-            ChildState.ABORTED,
-            platform_status=status,
-            status_message=message,
-        )
+            run = await self._abort_and_confirm(child.platform_run_id)
+        message = "aborted by the caller"
+        if run is not None:
+            message = f"aborted by the caller (platform status {run.status})"
+        await self._end_child(child, ChildState.ABORTED, message, run)
         return AbortChildResult(child_id=child.id, state=ChildState.ABORTED.value)
+
+    @activity.defn(name="time_out_child")
+    async def time_out_child(self, params: TimeOutChildInput) -> None:
+        """Past its cap: stop the platform run too (a run we no longer watch would keep
+        running and being billed), record its final status, then ``timed_out``."""
+        child = await self._reload(params.child_id)
+        if child.state.terminal:
+            return
+        run = None
+        if child.platform_run_id is not None:
+            run = await self._abort_and_confirm(child.platform_run_id)
+        await self._end_child(child, ChildState.TIMED_OUT, params.message, run)

@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.domain.follow import FollowSettings
+
 DEFAULT_VAR_DIR = Path("var")
 
 
@@ -125,3 +127,19 @@ class Settings(BaseSettings):
     max_input_bytes: int = Field(
         default=64 * 1024, gt=0, description="Largest actor input (compact JSON) per run."
     )
+    callback_retry_initial_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="First retry delay of a callback; the schedule doubles from it.",
+    )
+
+    def follow_settings(self) -> FollowSettings:
+        """The knobs that decide how every started child is followed (domain/follow.py)."""
+        return FollowSettings(
+            poll_interval_seconds=self.poll_interval_seconds,
+            poll_long_wait_seconds=self.poll_long_wait_seconds,
+            polls_per_workflow_run=self.polls_per_workflow_run,
+            ingest_heartbeat_seconds=self.ingest_heartbeat_seconds,
+            timeout_grace_seconds=self.default_timeout_grace_seconds,
+            default_cap_seconds=self.default_cap_seconds,
+        )

@@ -13,6 +13,9 @@ from temporalio.common import RetryPolicy
 # Error types raised by activities (ApplicationError.type), matched by workflows.
 ERR_PERMANENT = "PlatformPermanentError"
 ERR_CAPACITY = "PlatformCapacityError"
+ERR_RETRYABLE = "PlatformRetryableError"
+# An abort the platform has not confirmed yet (the run is still ABORTING): retried.
+ERR_ABORT_NOT_CONFIRMED = "AbortNotConfirmed"
 
 DB_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -31,6 +34,9 @@ START_RETRY = RetryPolicy(
     non_retryable_error_types=[ERR_PERMANENT],
 )
 START_TIMEOUT = timedelta(seconds=120)
+# The start heartbeats while its platform call is in flight: an attempt lost with its worker
+# is retried after this (the retry looks for the run the lost attempt may have started).
+START_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 START_SCHEDULE_TO_CLOSE = timedelta(hours=6)
 
 POLL_RETRY = RetryPolicy(
@@ -52,6 +58,7 @@ INGEST_RETRY = RetryPolicy(
 )
 INGEST_TIMEOUT = timedelta(hours=2)
 
+# abort_child (caller aborted) and time_out_child (past the cap): abort, then confirm.
 ABORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
@@ -60,10 +67,14 @@ ABORT_RETRY = RetryPolicy(
 )
 ABORT_TIMEOUT = timedelta(seconds=60)
 
+# One drift-repair pass; the schedule starts the next one anyway.
+RECONCILE_RETRY = RetryPolicy(maximum_attempts=3)
+RECONCILE_TIMEOUT = timedelta(minutes=5)
+
 
 # Outbound callbacks: one HTTP attempt per activity attempt. The schedule mirrors
 # delivery.sender.CALLBACK_RETRY_SCHEDULE (5 s doubling to 1 h, 33 attempts, ~23.4 h;
-# tests/unit/test_callback_activity.py checks they agree); the activity also sets
+# tests/unit/test_auth_primitives.py checks they agree); the activity also sets
 # next_retry_delay itself (Retry-After, a shorter schedule in tests). Permanent outcomes
 # (4xx other than 408/429, unsafe URL) raise ERR_CALLBACK_PERMANENT and stop the retries.
 ERR_CALLBACK_PERMANENT = "CallbackPermanentError"

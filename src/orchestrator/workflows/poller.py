@@ -5,8 +5,9 @@ interval, whichever comes first, and then asks the platform for the run's status
 signal only wakes it, so a lost, duplicated, early or forged webhook changes nothing but
 timing. The first look and every interval poll long-poll (``waitForFinish``) for a few
 seconds, so a run ending meanwhile is seen at once. Past its cap (the run's own timeout
-plus a grace period) the child ends ``timed_out``. Cancelled (the caller aborted), it aborts
-the platform run and records ``aborted``. Long waits continue-as-new before the history grows large.
+plus a grace period) the platform run is aborted and the child ends ``timed_out``.
+Cancelled (the caller aborted), it aborts the platform run and records ``aborted``. Long
+waits continue-as-new before the history grows large.
 """
 
 from __future__ import annotations
@@ -20,14 +21,10 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.lifecycle import ChildState
-    from orchestrator.workflows import policies
+    from orchestrator.workflows import calls
     from orchestrator.workflows.types import (
-        AbortChildInput,
-        AbortChildResult,
         ChildFinished,
-        ChildOutcomeInput,
         IngestInput,
-        IngestResult,
         PlatformSignal,
         PollerInput,
         PollerResult,
@@ -39,35 +36,26 @@ POLLER_WORKFLOW = "PollerWorkflow"
 PLATFORM_SIGNAL = "platform_signal"
 # The master's signal; named here too because the master imports this module.
 CHILD_FINISHED_SIGNAL = "child_finished"
+# Pollers that reach their cap from here on abort the platform run (time_out_child) instead
+# of only recording timed_out; histories from before replay the old path.
+TIME_OUT_ABORTS_PATCH = "time-out-aborts-platform-run"
 
 
 @workflow.defn(name=POLLER_WORKFLOW)
 class PollerWorkflow:
     def __init__(self) -> None:
         self._signalled = False
-        self._signals = 0
 
     @workflow.signal(name=PLATFORM_SIGNAL)
     def platform_signal(self, signal: PlatformSignal) -> None:
         self._signalled = True
-        self._signals += 1
-
-    @workflow.query(name="signals_received")
-    def signals_received(self) -> int:
-        return self._signals
 
     @workflow.run
     async def run(self, params: PollerInput) -> PollerResult:
         try:
             result = await self._follow(params)
         except asyncio.CancelledError:
-            aborted: AbortChildResult = await workflow.execute_activity(
-                "abort_child",
-                AbortChildInput(child_id=params.child_id),
-                result_type=AbortChildResult,
-                start_to_close_timeout=policies.ABORT_TIMEOUT,
-                retry_policy=policies.ABORT_RETRY,
-            )
+            aborted = await calls.abort_child(params.child_id)
             result = PollerResult(child_id=params.child_id, state=aborted.state)
         await self._report(params, result)
         return result
@@ -86,6 +74,18 @@ class PollerWorkflow:
             workflow.logger.warning("could not report %s to its master", params.child_id)
 
     async def _follow(self, params: PollerInput) -> PollerResult:
+        final = await self._poll_until_final(params)
+        if final is None:
+            return await self._timed_out(params)
+        if not final.succeeded:
+            return PollerResult(
+                child_id=params.child_id, state=final.child_state or ChildState.FAILED.value
+            )
+        return await self._ingest(params)
+
+    async def _poll_until_final(self, params: PollerInput) -> PollResult | None:
+        """Poll until the platform reports a final status; None when the cap passed first.
+        Continues-as-new (carrying the deadline) after ``polls_per_workflow_run`` polls."""
         deadline = params.deadline_epoch or workflow.now().timestamp() + params.cap_seconds
         polls = params.polls
         # The first look is at once (a webhook may have come before this workflow existed).
@@ -93,57 +93,50 @@ class PollerWorkflow:
         while True:
             remaining = deadline - workflow.now().timestamp()
             if remaining <= 0:
-                return await self._timed_out(params)
+                return None
             if polls - params.polls >= params.polls_per_workflow_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(replace(params, deadline_epoch=deadline, polls=polls))
-            if first:
-                first = False
-                reason, wait = "first look", params.poll_long_wait_seconds
-            else:
-                try:
-                    await workflow.wait_condition(
-                        lambda: self._signalled,
-                        timeout=timedelta(seconds=min(params.poll_interval_seconds, remaining)),
-                    )
-                    reason, wait = "webhook", 0
-                except TimeoutError:
-                    reason, wait = "interval", params.poll_long_wait_seconds
+            reason, wait = await self._next_look(params, first, remaining)
+            first = False
             self._signalled = False
-            result: PollResult = await workflow.execute_activity(
-                "poll_platform_run",
+            result = await calls.poll_platform_run(
                 PollInput(
                     child_id=params.child_id,
                     platform_run_id=params.platform_run_id,
                     wait_secs=wait,
                     reason=reason,
-                ),
-                result_type=PollResult,
-                # A long poll holds the call open for ``wait`` seconds on the platform.
-                start_to_close_timeout=policies.POLL_TIMEOUT + timedelta(seconds=wait),
-                retry_policy=policies.POLL_RETRY,
+                )
             )
             polls += 1
             if result.terminal:
-                break
+                return result
 
-        if not result.succeeded:
-            return PollerResult(
-                child_id=params.child_id, state=result.child_state or ChildState.FAILED.value
-            )
+    async def _next_look(
+        self, params: PollerInput, first: bool, remaining: float
+    ) -> tuple[str, int]:
+        """Wait for a reason to look again: why, and how long the look may long-poll."""
+        if first:
+            return "first look", params.poll_long_wait_seconds
         try:
-            ingest: IngestResult = await workflow.execute_activity(
-                "ingest_dataset",
+            await workflow.wait_condition(
+                lambda: self._signalled,
+                timeout=timedelta(seconds=min(params.poll_interval_seconds, remaining)),
+            )
+        except TimeoutError:
+            return "interval", params.poll_long_wait_seconds
+        return "webhook", 0
+
+    async def _ingest(self, params: PollerInput) -> PollerResult:
+        try:
+            ingest = await calls.ingest_dataset(
                 IngestInput(child_id=params.child_id, dataset_id=params.dataset_id),
-                result_type=IngestResult,
-                start_to_close_timeout=policies.INGEST_TIMEOUT,
-                heartbeat_timeout=timedelta(seconds=params.ingest_heartbeat_seconds),
-                retry_policy=policies.INGEST_RETRY,
+                params.ingest_heartbeat_seconds,
             )
         except ActivityError as err:
-            await self._record(
+            await calls.record_child_outcome(
                 params.child_id, ChildState.FAILED, f"ingesting the dataset failed: {err.cause}"
             )
             return PollerResult(child_id=params.child_id, state=ChildState.FAILED.value)
@@ -152,17 +145,17 @@ class PollerWorkflow:
         )
 
     async def _timed_out(self, params: PollerInput) -> PollerResult:
-        await self._record(
-            params.child_id,
-            ChildState.TIMED_OUT,
-            f"no final status from the platform within {params.cap_seconds:.0f} s",
-        )
+        message = f"no final status from the platform within {params.cap_seconds:.0f} s"
+        if not workflow.patched(TIME_OUT_ABORTS_PATCH):
+            await calls.record_child_outcome(params.child_id, ChildState.TIMED_OUT, message)
+        else:
+            try:
+                await calls.time_out_child(params.child_id, message)
+            except ActivityError as err:
+                # The platform never confirmed the abort: we stop watching all the same.
+                await calls.record_child_outcome(
+                    params.child_id,
+                    ChildState.TIMED_OUT,
+                    f"{message}; aborting the platform run failed: {err.cause}",
+                )
         return PollerResult(child_id=params.child_id, state=ChildState.TIMED_OUT.value)
-
-    async def _record(self, child_id: str, state: ChildState, message: str) -> None:
-        await workflow.execute_activity(
-            "record_child_outcome",
-            ChildOutcomeInput(child_id=child_id, state=state.value, message=message),
-            start_to_close_timeout=policies.DB_TIMEOUT,
-            retry_policy=policies.DB_RETRY,
-        )

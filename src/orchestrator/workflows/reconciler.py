@@ -6,12 +6,11 @@ across any number of workers, and it survives restarts like any other workflow.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.reconcile import ReconcileActivities
+    from orchestrator.workflows import policies
     from orchestrator.workflows.types import ReconcileResult
 
 RECONCILER_WORKFLOW = "ReconcilerWorkflow"
@@ -22,10 +21,8 @@ RECONCILE_SCHEDULE_ID = "orchestrator-reconciler"
 class ReconcilerWorkflow:
     @workflow.run
     async def run(self) -> ReconcileResult:
-        result: ReconcileResult = await workflow.execute_activity(
-            "reconcile_drift",
-            result_type=ReconcileResult,
-            start_to_close_timeout=timedelta(minutes=5),
-            retry_policy=RetryPolicy(maximum_attempts=3),
+        return await workflow.execute_activity_method(
+            ReconcileActivities.reconcile_drift,
+            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+            retry_policy=policies.RECONCILE_RETRY,
         )
-        return result

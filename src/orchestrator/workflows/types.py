@@ -7,7 +7,9 @@ running workflows keep replaying.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from orchestrator.domain.follow import FollowPlan
 
 
 @dataclass(frozen=True)
@@ -31,14 +33,50 @@ class StartChildInput:
 class StartChildResult:
     child_id: str
     started: bool
-    platform_run_id: str | None = None
-    dataset_id: str | None = None
-    cap_seconds: float = 4 * 3600.0
-    poll_interval_seconds: float = 60.0
-    failure: str | None = None
-    poll_long_wait_seconds: int = 10
-    polls_per_workflow_run: int = 500
-    ingest_heartbeat_seconds: float = 30.0
+    platform_run_id: str | None
+    dataset_id: str | None
+    failure: str | None
+    # The child's FollowPlan, flat as recorded in histories (every recorded payload has all
+    # of them, so none needs a default).
+    cap_seconds: float
+    poll_interval_seconds: float
+    poll_long_wait_seconds: int
+    polls_per_workflow_run: int
+    ingest_heartbeat_seconds: float
+
+    @classmethod
+    def of(
+        cls,
+        child_id: str,
+        *,
+        started: bool,
+        platform_run_id: str | None,
+        dataset_id: str | None,
+        failure: str | None,
+        plan: FollowPlan,
+    ) -> StartChildResult:
+        return cls(
+            child_id=child_id,
+            started=started,
+            platform_run_id=platform_run_id,
+            dataset_id=dataset_id,
+            failure=failure,
+            cap_seconds=plan.cap_seconds,
+            poll_interval_seconds=plan.poll_interval_seconds,
+            poll_long_wait_seconds=plan.poll_long_wait_seconds,
+            polls_per_workflow_run=plan.polls_per_workflow_run,
+            ingest_heartbeat_seconds=plan.ingest_heartbeat_seconds,
+        )
+
+    @property
+    def plan(self) -> FollowPlan:
+        return FollowPlan(
+            cap_seconds=self.cap_seconds,
+            poll_interval_seconds=self.poll_interval_seconds,
+            poll_long_wait_seconds=self.poll_long_wait_seconds,
+            polls_per_workflow_run=self.polls_per_workflow_run,
+            ingest_heartbeat_seconds=self.ingest_heartbeat_seconds,
+        )
 
 
 @dataclass(frozen=True)
@@ -47,17 +85,44 @@ class PollerInput:
     child_id: str
     platform_run_id: str
     dataset_id: str
+    # The child's FollowPlan, flat as recorded in histories (see StartChildResult).
     cap_seconds: float
     poll_interval_seconds: float
-    poll_long_wait_seconds: int = 10
-    polls_per_workflow_run: int = 500
+    poll_long_wait_seconds: int
+    polls_per_workflow_run: int
     # An ingest whose worker died is retried elsewhere after this long without a heartbeat.
-    ingest_heartbeat_seconds: float = 30.0
+    ingest_heartbeat_seconds: float
     # The master to tell when this child has finished (empty: nobody to tell).
     parent_workflow_id: str = ""
     # Carried across continue-as-new so the cap counts from the first run.
     deadline_epoch: float | None = None
     polls: int = 0
+
+    @classmethod
+    def following(
+        cls,
+        plan: FollowPlan,
+        *,
+        run_id: str,
+        child_id: str,
+        platform_run_id: str,
+        dataset_id: str,
+        parent_workflow_id: str,
+    ) -> PollerInput:
+        """The first input of the poller of a child: the start path and the reconciler
+        both build it here, from the same plan."""
+        return cls(
+            run_id=run_id,
+            child_id=child_id,
+            platform_run_id=platform_run_id,
+            dataset_id=dataset_id,
+            cap_seconds=plan.cap_seconds,
+            poll_interval_seconds=plan.poll_interval_seconds,
+            poll_long_wait_seconds=plan.poll_long_wait_seconds,
+            polls_per_workflow_run=plan.polls_per_workflow_run,
+            ingest_heartbeat_seconds=plan.ingest_heartbeat_seconds,
+            parent_workflow_id=parent_workflow_id,
+        )
 
 
 @dataclass(frozen=True)
@@ -104,6 +169,12 @@ class IngestResult:
 
 
 @dataclass(frozen=True)
+class TimeOutChildInput:
+    child_id: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ChildOutcomeInput:
     child_id: str
     state: str
@@ -138,9 +209,9 @@ class FinalizeResult:
 class PlatformSignal:
     """Sent by the webhook receiver: 'something happened, look again'. Never trusted."""
 
+    # Unknown fields of older payloads (``extra``, never read) are ignored on decoding.
     event_type: str = ""
     dispatch_id: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -372,3 +372,10 @@ def recompute_run(conn: Connection, run_id: str) -> RunState:
             dedupe_key=f"{run_id}:state:{run.state.value}->{new_state.value}",
         )
     return new_state
+
+
+def unfinished_run_ids(conn: Connection) -> list[str]:
+    """Ids of every request not finished yet (what the drift reconciler looks at)."""
+    return list(
+        conn.execute(select(scrape_runs.c.id).where(scrape_runs.c.finished_at.is_(None))).scalars()
+    )

@@ -1,0 +1,119 @@
+"""Typed calls of every activity the workflows run, with their named policies.
+
+Each helper calls its activity through the SDK's method reference
+(``workflow.execute_activity_method``), so a renamed activity or a changed input or result
+type is a type error here, not a failure at run time; the activity *names* (the strings in
+``@activity.defn``) never change, so workflows in flight keep working. Both workflows call
+these helpers instead of writing the same activity block twice.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.delivery import DeliveryActivities
+    from orchestrator.activities.ingest import IngestActivities
+    from orchestrator.activities.platform import PlatformActivities
+    from orchestrator.activities.records import RecordActivities
+    from orchestrator.domain.lifecycle import ChildState
+    from orchestrator.workflows import policies
+    from orchestrator.workflows.types import (
+        AbortChildInput,
+        AbortChildResult,
+        ChildOutcomeInput,
+        DeliverCallbackInput,
+        DeliverCallbackResult,
+        FinalizeInput,
+        FinalizeResult,
+        IngestInput,
+        IngestResult,
+        PollInput,
+        PollResult,
+        StartChildInput,
+        StartChildResult,
+        TimeOutChildInput,
+    )
+
+
+async def start_actor_run(child_id: str) -> StartChildResult:
+    return await workflow.execute_activity_method(
+        PlatformActivities.start_actor_run,
+        StartChildInput(child_id=child_id),
+        start_to_close_timeout=policies.START_TIMEOUT,
+        schedule_to_close_timeout=policies.START_SCHEDULE_TO_CLOSE,
+        # A start lost with its worker is retried (and looked up) after this, not after
+        # the whole start-to-close timeout.
+        heartbeat_timeout=policies.START_HEARTBEAT_TIMEOUT,
+        retry_policy=policies.START_RETRY,
+        # On abort, let a start in flight finish so its run is known and aborted.
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    )
+
+
+async def poll_platform_run(params: PollInput) -> PollResult:
+    return await workflow.execute_activity_method(
+        PlatformActivities.poll_platform_run,
+        params,
+        # A long poll holds the call open for ``wait_secs`` on the platform.
+        start_to_close_timeout=policies.POLL_TIMEOUT + timedelta(seconds=params.wait_secs),
+        retry_policy=policies.POLL_RETRY,
+    )
+
+
+async def abort_child(child_id: str) -> AbortChildResult:
+    return await workflow.execute_activity_method(
+        PlatformActivities.abort_child,
+        AbortChildInput(child_id=child_id),
+        start_to_close_timeout=policies.ABORT_TIMEOUT,
+        retry_policy=policies.ABORT_RETRY,
+    )
+
+
+async def time_out_child(child_id: str, message: str) -> None:
+    await workflow.execute_activity_method(
+        PlatformActivities.time_out_child,
+        TimeOutChildInput(child_id=child_id, message=message),
+        start_to_close_timeout=policies.ABORT_TIMEOUT,
+        retry_policy=policies.ABORT_RETRY,
+    )
+
+
+async def ingest_dataset(params: IngestInput, heartbeat_seconds: float) -> IngestResult:
+    return await workflow.execute_activity_method(
+        IngestActivities.ingest_dataset,
+        params,
+        start_to_close_timeout=policies.INGEST_TIMEOUT,
+        heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
+        retry_policy=policies.INGEST_RETRY,
+    )
+
+
+async def record_child_outcome(child_id: str, state: ChildState, message: str) -> None:
+    await workflow.execute_activity_method(
+        RecordActivities.record_child_outcome,
+        ChildOutcomeInput(child_id=child_id, state=state.value, message=message),
+        start_to_close_timeout=policies.DB_TIMEOUT,
+        retry_policy=policies.DB_RETRY,
+    )
+
+
+async def finalize_run(run_id: str) -> FinalizeResult:
+    return await workflow.execute_activity_method(
+        RecordActivities.finalize_run,
+        FinalizeInput(run_id=run_id),
+        start_to_close_timeout=policies.DB_TIMEOUT,
+        retry_policy=policies.DB_RETRY,
+    )
+
+
+async def deliver_callback(run_id: str) -> DeliverCallbackResult:
+    return await workflow.execute_activity_method(
+        DeliveryActivities.deliver_callback,
+        DeliverCallbackInput(run_id=run_id),
+        start_to_close_timeout=policies.CALLBACK_TIMEOUT,
+        retry_policy=policies.CALLBACK_RETRY,
+    )
