@@ -8,8 +8,7 @@ from typing import Any
 import httpx
 
 from orchestrator.cli.devstack import DevStack
-
-from .helpers import eventually
+from tests.support.waiting import eventually
 
 EMULATOR_TOKEN = "emulator-token"
 

@@ -14,8 +14,7 @@ import standardwebhooks
 
 from orchestrator.cli.devstack import DevStack
 from tests.support.receiver import callback_receiver
-
-from .helpers import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 

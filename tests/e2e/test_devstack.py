@@ -23,9 +23,9 @@ from orchestrator.cli.devstack import (
     StackError,
     StackPorts,
 )
+from tests.support.waiting import eventually
 
 from .conftest import free_stack_ports
-from .helpers import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from orchestrator.cli.devstack import DevStack
+from tests.support.waiting import eventually
 
-from .helpers import eventually
 from .support import (
     all_items,
     api_client,

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from orchestrator.cli.devstack import DevStack
+from tests.support.waiting import eventually
 
 from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
-from .helpers import eventually
 from .support import (
     all_items,
     api_client,

@@ -16,8 +16,8 @@ import standardwebhooks
 
 from orchestrator.cli.devstack import DevStack
 from tests.support.receiver import callback_receiver
+from tests.support.waiting import eventually
 
-from .helpers import eventually
 from .support import all_items, wait_terminal
 
 pytestmark = pytest.mark.e2e

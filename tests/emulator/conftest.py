@@ -6,12 +6,11 @@ official clients can talk to it from tests without sharing the test loop.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -126,18 +125,6 @@ def client(server: RunningEmulator) -> ApifyClient:
 @pytest.fixture
 def aclient(server: RunningEmulator) -> ApifyClientAsync:
     return ApifyClientAsync(TOKEN, **client_kwargs(server.url))
-
-
-async def eventually(check: Callable[[], T | None], timeout: float = 10.0) -> T:
-    """Poll `check` until it returns something truthy (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 @dataclass

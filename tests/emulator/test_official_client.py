@@ -11,7 +11,9 @@ from apify_client import ApifyClient, ApifyClientAsync
 from apify_client._typeddicts import WebhookRepresentationDict
 from apify_client.errors import ApifyApiError
 
-from .conftest import TOKEN, RunningEmulator, WebhookReceiver, client_kwargs, eventually
+from tests.support.waiting import eventually_async
+
+from .conftest import TOKEN, RunningEmulator, WebhookReceiver, client_kwargs
 
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED-OUT", "ABORTED"}
 
@@ -87,7 +89,7 @@ def test_sync_client_call_abort_and_missing(client: ApifyClient) -> None:
 
 async def test_graceful_abort_goes_through_aborting(aclient: ApifyClientAsync) -> None:
     run = await aclient.actor("ultron~generator").start(run_input={"hang": True})
-    await eventually(lambda: True)
+    await asyncio.sleep(0)  # let the run start before it is aborted
     aborting = await aclient.run(run.id).abort(gracefully=True)
     assert aborting.status in {"ABORTING", "ABORTED"}
     done = await aclient.run(run.id).wait_for_finish()
@@ -120,7 +122,7 @@ async def test_failed_and_timed_out_runs(aclient: ApifyClientAsync) -> None:
         return current.status
 
     while await status() not in TERMINAL:
-        await eventually(lambda: True)
+        await eventually_async(lambda: True)
     assert "TIMING-OUT" in seen or "RUNNING" in seen
     assert (await status()) == "TIMED-OUT"
 
@@ -160,7 +162,7 @@ async def test_adhoc_webhook_delivered(
         },
     ]
     run = await aclient.actor("ultron~generator").start(run_input={"items": 2}, webhooks=hooks)
-    default = (await eventually(lambda: receiver.for_path("/hook/default")))[0]
+    default = (await eventually_async(lambda: receiver.for_path("/hook/default")))[0]
     assert default.body["eventType"] == "ACTOR.RUN.SUCCEEDED"
     assert default.body["eventData"]["actorRunId"] == run.id
     assert default.body["resource"]["status"] == "SUCCEEDED"
@@ -170,7 +172,7 @@ async def test_adhoc_webhook_delivered(
     assert default.headers["x-apify-webhook-dispatch-id"]
     assert default.headers["x-apify-webhook"] and default.headers["x-apify-request-origin"]
 
-    templated = (await eventually(lambda: receiver.for_path("/hook/template")))[0]
+    templated = (await eventually_async(lambda: receiver.for_path("/hook/template")))[0]
     assert templated.body["runId"] == run.id and templated.body["status"] == "SUCCEEDED"
     assert templated.body["msg"] == f"run {run.id} done"
     assert templated.body["data"]["actorRunId"] == run.id
@@ -209,7 +211,7 @@ async def test_webhook_retried_after_failure(
         {"event_types": ["ACTOR.RUN.SUCCEEDED"], "request_url": f"{receiver.url}/hook/retry"}
     ]
     run = await aclient.actor("ultron~generator").start(run_input={"items": 1}, webhooks=hooks)
-    calls = await eventually(
+    calls = await eventually_async(
         lambda: (
             [r for r in receiver.for_path("/hook/retry") if r.body["resource"]["id"] == run.id]
             if len(receiver.for_path("/hook/retry")) >= 3
@@ -221,14 +223,13 @@ async def test_webhook_retried_after_failure(
 
     # The emulator records a call once its answer is in: wait for the third to be recorded.
     dispatch_id = ids.pop()
-    dispatch = None
-    for _ in range(250):
+
+    async def delivered() -> Any:
         dispatch = await aclient.webhook_dispatch(dispatch_id).get()
         assert dispatch is not None
-        if dispatch.status == "SUCCEEDED":
-            break
-        await asyncio.sleep(0.02)
-    assert dispatch is not None
+        return dispatch if dispatch.status == "SUCCEEDED" else None
+
+    dispatch = await eventually_async(delivered, timeout=5)
     assert [c.response_status for c in dispatch.calls or []] == [500, 503, 200]
 
 

@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 from starlette.routing import Route
 
-from .conftest import TOKEN, RunningEmulator, eventually
+from tests.support.waiting import eventually_async
+
+from .conftest import TOKEN, RunningEmulator
 
 SPEC_PATH = Path(__file__).parents[2].parent / "shared/reference/apify-openapi.json"
 TYPES = {
@@ -160,7 +162,7 @@ async def test_responses_match_spec_schemas(server: RunningEmulator) -> None:
 
         # The webhook above targets a closed port, so its dispatch exists (and keeps retrying).
         emulator = server.emulator
-        await eventually(
+        await eventually_async(
             lambda: any(
                 d["eventData"]["actorRunId"] == run_id for d in emulator.store.dispatches.values()
             )

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,13 @@ import pytest
 
 from apify_emulator import EmulatorConfig
 from apify_emulator.webhooks import parse_webhooks_param, render_template
+from tests.support.waiting import eventually_async
 
 from .conftest import (
     AUTH,
     TOKEN,
     RunningEmulator,
     WebhookReceiver,
-    eventually,
     free_port,
     local,
     make_config,
@@ -116,10 +115,7 @@ async def test_item_count_lags_after_success(http: httpx.AsyncClient) -> None:
     async def counted() -> bool:
         return bool((await http.get(url)).json()["data"]["itemCount"] == 50)
 
-    deadline = time.monotonic() + 5
-    while not await counted():
-        assert time.monotonic() < deadline
-        await eventually(lambda: True)
+    await eventually_async(counted, timeout=5)
 
 
 async def test_caps_and_limits_endpoint() -> None:
@@ -261,7 +257,7 @@ async def test_webhook_faults_drop_and_duplicate(
         http, "ultron~generator", {"items": 1}, webhooks=hooks("/f/dup"), waitForFinish=30
     )
     assert dropped["status"] == duplicated["status"] == "SUCCEEDED"
-    dups = await eventually(
+    dups = await eventually_async(
         lambda: (
             [r for r in receiver.for_path("/f/dup") if r.body["eventType"] == "ACTOR.RUN.SUCCEEDED"]
             if len(receiver.for_path("/f/dup")) >= 3
@@ -291,7 +287,7 @@ async def test_timed_out_webhook_and_log(
         timeout=2,
         webhooks=base64.b64encode(json.dumps(spec).encode()).decode(),
     )
-    got = (await eventually(lambda: receiver.for_path("/f/timeout")))[0]
+    got = (await eventually_async(lambda: receiver.for_path("/f/timeout")))[0]
     assert got.body["resource"]["status"] == "TIMED-OUT"
     assert got.body["eventType"] == "ACTOR.RUN.TIMED_OUT"
     log = await http.get(f"/v2/actor-runs/{run['id']}/log")
@@ -377,15 +373,14 @@ async def test_cli_serves_health() -> None:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
 
             async def healthy() -> bool:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the emulator exited with {proc.returncode}")
                 try:
                     return bool((await http.get("/_emulator/health")).json() == {"ok": True})
                 except httpx.TransportError:
                     return False
 
-            deadline = time.monotonic() + 15
-            while not await healthy():
-                assert proc.poll() is None and time.monotonic() < deadline
-                await eventually(lambda: True)
+            await eventually_async(healthy, timeout=15)
             config = (await http.get("/_emulator/config")).json()["data"]
             assert config["time_scale"] == 0.1
     finally:

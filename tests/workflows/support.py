@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
+
+from temporalio.service import RPCError
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.domain.ids import orchestrator_workflow_id
 from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.submission import submit_request
 from orchestrator.workflows.types import OrchestratorResult
+from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness
-
-T = TypeVar("T")
 
 
 def request(*runs: dict[str, Any]) -> SubmitRequest:
@@ -45,17 +44,11 @@ async def run_to_end(h: Harness, body: SubmitRequest) -> tuple[str, Orchestrator
     return run_id, await result_of(h, run_id)
 
 
-async def eventually(fn: Callable[[], T], timeout: float = 30.0) -> T:
-    """Await until ``fn()`` returns something truthy without raising AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition still {value!r} after {timeout} s")
-        await asyncio.sleep(0.1)
+async def wait_for_workflow(h: Harness, workflow_id: str) -> None:
+    """Until the workflow exists (a poller is started just after its child is running)."""
+
+    async def exists() -> bool:
+        await h.env.client.get_workflow_handle(workflow_id).describe()
+        return True
+
+    await eventually_async(exists, retry_on=(RPCError,), description=f"workflow {workflow_id}")

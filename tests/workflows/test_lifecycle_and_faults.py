@@ -18,9 +18,10 @@ from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
 from orchestrator.platform.port import ErrorKind, PlatformError, PlatformRun
 from orchestrator.service.control import abort_request
+from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
-from tests.workflows.support import eventually, request, result_of, run_to_end, submit
+from tests.workflows.support import request, result_of, run_to_end, submit
 
 
 def header(h: Harness, run_id: str) -> run_queries.RunRecord:
@@ -53,7 +54,7 @@ async def test_partial_while_running_and_as_the_final_mixed_state(harness: Harne
         harness, request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"})
     )
     # One child failed while the other still runs: partial, not terminal.
-    await eventually(lambda: header(harness, run_id).state is RunState.PARTIAL)
+    await eventually_async(lambda: header(harness, run_id).state is RunState.PARTIAL)
     assert not header(harness, run_id).terminal
     result = await result_of(harness, run_id)
     assert result.state == RunState.PARTIAL
@@ -112,7 +113,7 @@ async def test_abort_aborts_every_unfinished_child_on_the_platform(harness: Harn
             {"actor": "ultron-similarweb-bulk"},
         ),
     )
-    await eventually(
+    await eventually_async(
         lambda: (
             [c.state for c in children(harness, run_id)]
             == [ChildState.RUNNING, ChildState.RUNNING, ChildState.SUCCEEDED]
@@ -174,7 +175,7 @@ async def test_an_abort_during_a_capacity_wait_ends_that_child_aborted_not_faile
         run_id = await submit(
             h, request({"actor": "ultron-leadgen"}, {"actor": "ultron-similarweb-bulk"})
         )
-        await eventually(
+        await eventually_async(
             lambda: (
                 event_kinds(h, run_id)["child.spawn_error"] >= 1
                 and children(h, run_id)[1].state is ChildState.RUNNING

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 from sqlalchemy import select
+from temporalio.service import RPCError
 
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
@@ -16,9 +16,10 @@ from orchestrator.domain.lifecycle import ChildState, RunState
 from orchestrator.service.submission import submit_request
 from orchestrator.workflows.poller import PLATFORM_SIGNAL
 from orchestrator.workflows.types import OrchestratorResult, PlatformSignal
+from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Script, permanent, retryable
-from tests.workflows.support import request, run_to_end
+from tests.workflows.support import request, run_to_end, wait_for_workflow
 
 
 async def test_all_children_succeed_and_every_row_is_stored_once(harness: Harness) -> None:
@@ -105,12 +106,7 @@ async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -
     child = f"{record.id}.0"
     poller = harness.env.client.get_workflow_handle(poller_workflow_id(child))
     # Wait for the poller to exist, then signal it twice (a duplicated webhook).
-    for _ in range(100):
-        try:
-            await poller.describe()
-            break
-        except Exception:
-            await asyncio.sleep(0.1)
+    await wait_for_workflow(harness, poller_workflow_id(child))
     for _ in range(2):
         await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type="ACTOR.RUN.SUCCEEDED"))
     handle = harness.env.client.get_workflow_handle(
@@ -130,12 +126,12 @@ async def test_signals_out_of_order_or_lying_change_nothing_but_timing(harness: 
     poller = harness.env.client.get_workflow_handle(poller_workflow_id(f"{record.id}.0"))
     # Before the poller exists a signal is refused; the poller's first look covers it.
     for event in ("ACTOR.RUN.FAILED", "ACTOR.RUN.ABORTED", "ACTOR.RUN.SUCCEEDED"):
-        for _ in range(100):
-            try:
-                await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type=event))
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
+
+        async def signalled(event: str = event) -> bool:
+            await poller.signal(PLATFORM_SIGNAL, PlatformSignal(event_type=event))
+            return True
+
+        await eventually_async(signalled, retry_on=(RPCError,))
     handle = harness.env.client.get_workflow_handle(
         orchestrator_workflow_id(record.id), result_type=OrchestratorResult
     )

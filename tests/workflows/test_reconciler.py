@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from sqlalchemy import Engine
-from temporalio.service import RPCError
 
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
@@ -17,9 +15,10 @@ from orchestrator.service.reconcile import Reconciler
 from orchestrator.worker import ensure_reconcile_schedule
 from orchestrator.workflows.reconciler import RECONCILE_SCHEDULE_ID
 from orchestrator.workflows.types import PollerInput
+from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
-from tests.workflows.support import eventually, request, result_of, submit
+from tests.workflows.support import request, result_of, submit, wait_for_workflow
 
 
 def child_states(h: Harness, run_id: str) -> list[ChildState]:
@@ -44,16 +43,6 @@ async def poller_started_with(h: Harness, workflow_id: str) -> PollerInput:
     return params
 
 
-async def wait_for_poller(h: Harness, workflow_id: str) -> None:
-    poller = h.env.client.get_workflow_handle(workflow_id)
-    for _ in range(200):  # the child is running just before its poller is started
-        try:
-            await poller.describe()
-            return
-        except RPCError:
-            await asyncio.sleep(0.05)
-
-
 async def test_a_master_that_ended_while_the_database_says_running_is_restarted(
     harness: Harness,
 ) -> None:
@@ -61,7 +50,7 @@ async def test_a_master_that_ended_while_the_database_says_running_is_restarted(
     run_id = await submit(
         harness, request({"actor": "ultron-leadgen"}, {"actor": "ultron-leadgen"})
     )
-    await eventually(lambda: child_states(harness, run_id) == [ChildState.RUNNING] * 2)
+    await eventually_async(lambda: child_states(harness, run_id) == [ChildState.RUNNING] * 2)
     await harness.env.client.get_workflow_handle(orchestrator_workflow_id(run_id)).terminate(
         "drift on purpose"
     )
@@ -81,9 +70,9 @@ async def test_a_master_that_ended_while_the_database_says_running_is_restarted(
 async def test_a_child_without_a_poller_gets_one(harness: Harness) -> None:
     harness.platform.scripts["ultron~leadgen"] = Script(items=4, polls_to_finish=5)
     run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
-    await eventually(lambda: child_states(harness, run_id) == [ChildState.RUNNING])
+    await eventually_async(lambda: child_states(harness, run_id) == [ChildState.RUNNING])
     poller_id = poller_workflow_id(child_id(run_id, 0))
-    await wait_for_poller(harness, poller_id)
+    await wait_for_workflow(harness, poller_id)
     await harness.env.client.get_workflow_handle(poller_id).terminate("drift on purpose")
     assert await repair(harness) == (0, 1)
     assert (await result_of(harness, run_id)).state == RunState.SUCCEEDED
@@ -104,8 +93,8 @@ async def test_a_restarted_poller_follows_the_same_plan_as_the_first(
             h, request({"actor": "ultron-leadgen", "options": {"timeoutSec": 120}})
         )
         poller_id = poller_workflow_id(child_id(run_id, 0))
-        await eventually(lambda: child_states(h, run_id) == [ChildState.RUNNING])
-        await wait_for_poller(h, poller_id)
+        await eventually_async(lambda: child_states(h, run_id) == [ChildState.RUNNING])
+        await wait_for_workflow(h, poller_id)
         first = await poller_started_with(h, poller_id)
         await h.env.client.get_workflow_handle(poller_id).terminate("drift on purpose")
         assert await repair(h) == (0, 1)
@@ -121,12 +110,12 @@ async def test_the_reconciler_runs_on_a_schedule(harness: Harness) -> None:
     await ensure_reconcile_schedule(client, harness.task_queue, timedelta(seconds=1))
     await ensure_reconcile_schedule(client, harness.task_queue, timedelta(seconds=1))  # idempotent
     handle = client.get_schedule_handle(RECONCILE_SCHEDULE_ID)
+
+    async def started_a_pass() -> bool:
+        info = (await handle.describe()).info
+        return info.num_actions >= 1 and bool(info.recent_actions)
+
     try:
-        for _ in range(100):
-            description = await handle.describe()
-            if description.info.num_actions >= 1 and description.info.recent_actions:
-                break
-            await asyncio.sleep(0.2)
-        assert description.info.num_actions >= 1, "the schedule never started a pass"
+        await eventually_async(started_a_pass, timeout=20, description="a reconcile pass")
     finally:
         await handle.delete()

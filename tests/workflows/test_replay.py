@@ -8,7 +8,6 @@ would break a running workflow fails here; such a change belongs behind
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from orchestrator.domain.ids import child_id, orchestrator_workflow_id, poller_w
 from orchestrator.worker import WORKFLOWS
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Script
-from tests.workflows.support import request, result_of, run_to_end, submit
+from tests.workflows.support import request, result_of, run_to_end, submit, wait_for_workflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -48,13 +47,7 @@ async def record_scenarios(h: Harness) -> dict[str, WorkflowHistory]:
     }
     h.platform.scripts["ultron~generator"] = Script(polls_to_finish=10**9)
     aborted = await submit(h, request({"actor": "ultron-generator"}))
-    handle = h.env.client.get_workflow_handle(poller_workflow_id(child_id(aborted, 0)))
-    for _ in range(200):
-        try:
-            await handle.describe()
-            break
-        except Exception:
-            await asyncio.sleep(0.05)
+    await wait_for_workflow(h, poller_workflow_id(child_id(aborted, 0)))
     from orchestrator.service.control import abort_request
 
     await abort_request(h.engine, h.env.client, aborted)
