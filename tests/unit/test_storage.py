@@ -16,6 +16,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import metadata, scrape_items
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.lifecycle import ChildState, RunState
+from tests.support.db import count_items
 
 
 def make_run(engine: Engine, children: int = 2) -> str:
@@ -105,7 +106,7 @@ def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
         item_queries.write_page(conn, run, child, 100, page[100:])  # an overlapping resume
         item_queries.write_page(conn, run, child, 250, [])
     with engine.connect() as conn:
-        assert item_queries.count_items(conn, run_id) == 250
+        assert count_items(conn, run_id) == 250
         indexes = conn.execute(select(scrape_items.c.item_index)).scalars().all()
         assert sorted(indexes) == list(range(250))
         child = run_queries.get_child(conn, cid)

@@ -9,8 +9,8 @@ from temporalio.service import RPCError
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.domain.ids import orchestrator_workflow_id
+from orchestrator.service import submission
 from orchestrator.service.commands import SubmitRequest
-from orchestrator.service.submission import submit_request
 from orchestrator.workflows.types import OrchestratorResult
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness
@@ -28,7 +28,7 @@ def request(*runs: dict[str, Any]) -> SubmitRequest:
 
 
 async def submit(h: Harness, body: SubmitRequest) -> str:
-    record = await submit_request(h.engine, h.env.client, h.task_queue, body)
+    record = (await submission.submit(h.engine, h.env.client, h.task_queue, body)).run
     return record.id
 
 

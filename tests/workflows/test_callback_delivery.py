@@ -15,7 +15,7 @@ from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries.workspaces import get_workspace
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.security.callback_secrets import derive_callback_secret
-from orchestrator.service.submission import SubmissionPolicy, submit_request
+from orchestrator.service.submission import SubmissionPolicy, submit
 from tests.support.receiver import callback_receiver
 from tests.workflows.conftest import HarnessFactory
 from tests.workflows.support import request, result_of
@@ -56,13 +56,15 @@ async def test_callback_is_signed_retried_and_recorded(
                 request({"actor": "ultron-leadgen", "input": {}}),
                 callback_webhook=receiver.url + "?token=sekrit-token",
             )
-            record = await submit_request(
-                h.engine,
-                h.env.client,
-                h.task_queue,
-                body,
-                policy=SubmissionPolicy(allow_insecure_callback_localhost=True),
-            )
+            record = (
+                await submit(
+                    h.engine,
+                    h.env.client,
+                    h.task_queue,
+                    body,
+                    policy=SubmissionPolicy(allow_insecure_callback_localhost=True),
+                )
+            ).run
             result = await result_of(h, record.id)
         assert result.state == RunState.SUCCEEDED  # a callback never changes the outcome
         assert len(receiver.received) == attempts
@@ -96,8 +98,8 @@ async def test_no_callback_without_a_url(
     make_harness: HarnessFactory, sqlite_engine: Engine
 ) -> None:
     async with make_harness(sqlite_engine, **OVERRIDES) as h:
-        record = await submit_request(
-            h.engine, h.env.client, h.task_queue, request({"actor": "ultron-leadgen"})
-        )
+        record = (
+            await submit(h.engine, h.env.client, h.task_queue, request({"actor": "ultron-leadgen"}))
+        ).run
         assert (await result_of(h, record.id)).state == RunState.SUCCEEDED
     assert not [e for e in events_of(sqlite_engine, record.id) if e.kind.startswith("callback")]

@@ -11,13 +11,13 @@ from sqlalchemy import Engine, select
 from temporalio import activity
 
 from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
 from orchestrator.platform.port import ErrorKind, PlatformError, PlatformRun
 from orchestrator.service.control import abort_request
+from tests.support.db import count_items
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
@@ -245,7 +245,7 @@ async def test_ingest_failing_after_a_committed_page_resumes_without_duplicates(
                 .scalars()
                 .all()
             )
-            assert item_queries.count_items(conn, run_id) == 45
+            assert count_items(conn, run_id) == 45
         assert sorted(indexes) == list(range(45))
         kinds = event_kinds(h, run_id)
         assert kinds["child.ingest_resume"] == 2

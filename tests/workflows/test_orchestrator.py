@@ -8,14 +8,14 @@ from sqlalchemy import select
 from temporalio.service import RPCError
 
 from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import orchestrator_workflow_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.service.submission import submit_request
+from orchestrator.service.submission import submit
 from orchestrator.workflows.poller import PLATFORM_SIGNAL
 from orchestrator.workflows.types import OrchestratorResult, PlatformSignal
+from tests.support.db import count_items
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Script, permanent, retryable
@@ -39,7 +39,7 @@ async def test_all_children_succeed_and_every_row_is_stored_once(harness: Harnes
         assert run is not None and run.state is RunState.SUCCEEDED and run.finished_at
         assert [c.state for c in children] == [ChildState.SUCCEEDED, ChildState.SUCCEEDED]
         assert [c.items_ingested for c in children] == [23, 7]
-        assert item_queries.count_items(conn, run_id) == 30
+        assert count_items(conn, run_id) == 30
         rows = conn.execute(
             select(scrape_items.c.workspace_id, scrape_items.c.skill_run_id, scrape_items.c.actor)
             .where(scrape_items.c.run_id == run_id)
@@ -97,12 +97,14 @@ async def test_a_start_refused_for_good_fails_only_that_child(harness: Harness) 
 
 async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -> None:
     harness.platform.scripts["ultron~leadgen"] = Script(items=2, polls_to_finish=2)
-    record = await submit_request(
-        harness.engine,
-        harness.env.client,
-        harness.task_queue,
-        request({"actor": "ultron-leadgen"}),
-    )
+    record = (
+        await submit(
+            harness.engine,
+            harness.env.client,
+            harness.task_queue,
+            request({"actor": "ultron-leadgen"}),
+        )
+    ).run
     child = f"{record.id}.0"
     poller = harness.env.client.get_workflow_handle(poller_workflow_id(child))
     # Wait for the poller to exist, then signal it twice (a duplicated webhook).
@@ -115,14 +117,19 @@ async def test_a_signal_wakes_the_poller_before_the_interval(harness: Harness) -
     result = await handle.result()
     assert result.state == RunState.SUCCEEDED
     with harness.engine.connect() as conn:
-        assert item_queries.count_items(conn, record.id) == 2
+        assert count_items(conn, record.id) == 2
 
 
 async def test_signals_out_of_order_or_lying_change_nothing_but_timing(harness: Harness) -> None:
     harness.platform.scripts["ultron~leadgen"] = Script(items=5, polls_to_finish=3)
-    record = await submit_request(
-        harness.engine, harness.env.client, harness.task_queue, request({"actor": "ultron-leadgen"})
-    )
+    record = (
+        await submit(
+            harness.engine,
+            harness.env.client,
+            harness.task_queue,
+            request({"actor": "ultron-leadgen"}),
+        )
+    ).run
     poller = harness.env.client.get_workflow_handle(poller_workflow_id(f"{record.id}.0"))
     # Before the poller exists a signal is refused; the poller's first look covers it.
     for event in ("ACTOR.RUN.FAILED", "ACTOR.RUN.ABORTED", "ACTOR.RUN.SUCCEEDED"):
@@ -152,7 +159,7 @@ async def test_pages_are_read_without_a_trailing_empty_call(harness: Harness) ->
     assert result.state == RunState.SUCCEEDED
     assert harness.platform.page_calls == 3
     with harness.engine.connect() as conn:
-        assert item_queries.count_items(conn, run_id) == 21
+        assert count_items(conn, run_id) == 21
     harness.platform.scripts["ultron~leadgen"] = Script(items=0)
     _, empty = await run_to_end(harness, request({"actor": "ultron-leadgen"}))
     assert empty.state == RunState.SUCCEEDED

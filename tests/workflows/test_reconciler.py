@@ -7,7 +7,6 @@ from datetime import timedelta
 from sqlalchemy import Engine
 
 from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.ids import child_id, orchestrator_workflow_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
@@ -15,6 +14,7 @@ from orchestrator.service.reconcile import Reconciler
 from orchestrator.worker import ensure_reconcile_schedule
 from orchestrator.workflows.reconciler import RECONCILE_SCHEDULE_ID
 from orchestrator.workflows.types import PollerInput
+from tests.support.db import count_items
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
@@ -59,7 +59,7 @@ async def test_a_master_that_ended_while_the_database_says_running_is_restarted(
     with harness.engine.connect() as conn:
         run = run_queries.get_run(conn, run_id)
         assert run is not None and run.state is RunState.SUCCEEDED and run.terminal
-        assert item_queries.count_items(conn, run_id) == 18
+        assert count_items(conn, run_id) == 18
         kinds = [e.kind for e in event_queries.list_events(conn, run_id, limit=1000)]
     assert kinds.count("reconcile.master_restarted") == 1
     assert len(harness.platform.runs) == 2, "restarting the master started platform runs again"
@@ -77,7 +77,7 @@ async def test_a_child_without_a_poller_gets_one(harness: Harness) -> None:
     assert await repair(harness) == (0, 1)
     assert (await result_of(harness, run_id)).state == RunState.SUCCEEDED
     with harness.engine.connect() as conn:
-        assert item_queries.count_items(conn, run_id) == 4
+        assert count_items(conn, run_id) == 4
 
 
 async def test_a_restarted_poller_follows_the_same_plan_as_the_first(

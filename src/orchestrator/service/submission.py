@@ -310,22 +310,6 @@ async def submit(
     return submission
 
 
-async def submit_request(
-    engine: Engine,
-    temporal: Client,
-    task_queue: str,
-    command: SubmitRequest,
-    *,
-    policy: SubmissionPolicy | None = None,
-    idempotency_key: str | None = None,
-) -> run_queries.RunRecord:
-    """:func:`submit` for callers that only need the stored header."""
-    submission = await submit(
-        engine, temporal, task_queue, command, policy=policy, idempotency_key=idempotency_key
-    )
-    return submission.run
-
-
 def _forget(engine: Engine, run_id: str) -> None:
     with engine.begin() as conn:
         run_queries.delete_run(conn, run_id)

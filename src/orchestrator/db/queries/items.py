@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.runs import ChildRecord, RunRecord, set_ingest_progress
-from orchestrator.db.schema import scrape_items
 
 _SQLITE_INSERT = """
 INSERT INTO scrape_items (run_id, child_id, item_index, workspace_id, skill_run_id,
@@ -93,11 +92,3 @@ def write_page(
         else:  # pragma: no cover - only the two supported engines
             raise NotImplementedError(dialect)
     set_ingest_progress(conn, child.id, offset + len(encoded_items))
-
-
-def count_items(conn: Connection, run_id: str) -> int:
-    return int(
-        conn.execute(
-            select(func.count()).select_from(scrape_items).where(scrape_items.c.run_id == run_id)
-        ).scalar_one()
-    )
