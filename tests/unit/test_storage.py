@@ -107,7 +107,11 @@ def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
         item_queries.write_page(conn, run, child, 250, [])
     with engine.connect() as conn:
         assert count_items(conn, run_id) == 250
-        indexes = conn.execute(select(scrape_items.c.item_index)).scalars().all()
+        indexes = (
+            conn.execute(select(scrape_items.c.item_index).where(scrape_items.c.run_id == run_id))
+            .scalars()
+            .all()
+        )
         assert sorted(indexes) == list(range(250))
         child = run_queries.get_child(conn, cid)
         assert child is not None and child.ingest_offset == 250 and child.items_ingested == 250
