@@ -210,25 +210,22 @@ def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> 
         "final_status": "SUCCEEDED",
         "exit_code": 0,
     }
-    planned = _PLANNERS[actor.kind](inp)
-    if "duration_secs" not in planned:
-        planned["duration_secs"] = _duration(inp, actor.default_duration_secs)
-    count = planned["item_count"]
-    if max_items is not None and count > max_items:
-        _stop_at_max_items(fields | planned, planned, count, max_items)
-    return RunScript(**(fields | planned))
+    script = fields | _PLANNERS[actor.kind](inp)
+    if "duration_secs" not in script:
+        script["duration_secs"] = _duration(inp, actor.default_duration_secs)
+    if max_items is not None and script["item_count"] > max_items:
+        _stop_at_max_items(script, max_items)
+    return RunScript(**script)
 
 
-def _stop_at_max_items(
-    script: Mapping[str, Any], planned: dict[str, Any], count: int, max_items: int
-) -> None:
+def _stop_at_max_items(script: dict[str, Any], max_items: int) -> None:
     """The run reads ACTOR_MAX_PAID_DATASET_ITEMS: it pushes rows at its usual pace, stops
     after `max_items` and then finishes on its own (so sooner), as actors are expected to."""
-    planned["item_count"] = max_items
-    if planned["duration_secs"] is not None:
-        planned["duration_secs"] *= max_items / count
+    if script["duration_secs"] is not None:
+        script["duration_secs"] *= max_items / script["item_count"]
+    script["item_count"] = max_items
     if script["final_status"] == "SUCCEEDED":
-        planned["final_message"] = f"Stopped after {max_items} results, the run's maxItems"
+        script["final_message"] = f"Stopped after {max_items} results, the run's maxItems"
 
 
 _CATEGORIES = ("News", "E-commerce", "Technology", "Finance", "Travel", "Education", "Games")
