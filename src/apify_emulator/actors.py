@@ -16,6 +16,15 @@ from typing import Any
 from apify_emulator import leadgen
 from apify_emulator.errors import ApiError
 from apify_emulator.leadgen import COUNTRIES, pick
+from apify_emulator.pricing import (
+    FLAT_PRICE_PER_MONTH,
+    FREE_PRICING,
+    PAY_PER_EVENT,
+    PRICE_PER_DATASET_ITEM,
+    START_EVENT,
+    ChargeEvent,
+    Pricing,
+)
 from apify_emulator.util import stable_id, stable_int
 
 TERMINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "TIMED-OUT", "ABORTED"})
@@ -31,21 +40,52 @@ class ActorDef:
     title: str
     description: str
     default_duration_secs: float
+    pricing: Pricing = FREE_PRICING
 
     def actor_id(self, username: str) -> str:
         return stable_id(f"actor:{username}/{self.name}")
 
 
+# One actor per pricing model. Leadgen charges like a Store actor: the platform's synthetic
+# start event at its default price, and one `lead` event per row it pushes.
+LEADGEN_PRICING = Pricing(
+    model=PAY_PER_EVENT,
+    events=(
+        ChargeEvent(START_EVENT, "Actor start", "Charged by the platform per GB of memory", 5e-05),
+        ChargeEvent("lead", "Lead", "One lead pushed to the dataset", 0.01, primary=True),
+    ),
+    item_event="lead",
+)
+SIMILARWEB_PRICING = Pricing(model=PRICE_PER_DATASET_ITEM, price_per_unit_usd=0.002)
+RENTAL_PRICING = Pricing(model=FLAT_PRICE_PER_MONTH, price_per_unit_usd=10.0, trial_minutes=10080)
+
 ACTORS: tuple[ActorDef, ...] = (
-    ActorDef("leadgen", "leadgen", "Lead generator", "Deterministic leads from brief + ICP.", 3.0),
+    ActorDef(
+        "leadgen",
+        "leadgen",
+        "Lead generator",
+        "Deterministic leads from brief + ICP.",
+        3.0,
+        LEADGEN_PRICING,
+    ),
     ActorDef(
         "similarweb-bulk",
         "similarweb",
         "SimilarWeb bulk",
         "One traffic row per input domain.",
         3.0,
+        SIMILARWEB_PRICING,
     ),
     ActorDef("generator", "generator", "Generator", "Behaviour scripted by its input.", 3.0),
+    # The generator again, rented: the monthly fee is not charged per run, compute is.
+    ActorDef(
+        "generator-rental",
+        "generator",
+        "Generator (rental)",
+        "The generator, rented for a flat monthly price.",
+        3.0,
+        RENTAL_PRICING,
+    ),
 )
 
 
@@ -109,30 +149,30 @@ def _duration(inp: Mapping[str, Any], default: float) -> float | None:
     return None if secs >= HANG_SECS else secs
 
 
-def _plan_leadgen(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+def _plan_leadgen(inp: Mapping[str, Any]) -> dict[str, Any]:
     params, count = leadgen.plan_params(inp)
     return {
         "params": params,
-        "item_count": _capped(count, max_items),
+        "item_count": count,
         "running_message": f"Generating {count} leads",
         "final_message": f"Generated {count} leads",
     }
 
 
-def _plan_similarweb(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+def _plan_similarweb(inp: Mapping[str, Any]) -> dict[str, Any]:
     domains = inp.get("domains", [])
     if not isinstance(domains, list):
         raise ApiError.invalid("Input 'domains' must be an array of strings")
     count = len(domains)
     return {
         "params": {"domains": [str(d).strip().lower() for d in domains]},
-        "item_count": _capped(count, max_items),
+        "item_count": count,
         "running_message": f"Looking up {count} domains",
         "final_message": f"Looked up {count} domains",
     }
 
 
-def _plan_generator(inp: Mapping[str, Any], max_items: int | None) -> dict[str, Any]:
+def _plan_generator(inp: Mapping[str, Any]) -> dict[str, Any]:
     final_status = str(inp.get("finalStatus", "SUCCEEDED")).upper().replace("_", "-")
     if final_status not in FINAL_STATUSES:
         raise ApiError.invalid(f"Input 'finalStatus' must be one of {', '.join(FINAL_STATUSES)}")
@@ -145,7 +185,7 @@ def _plan_generator(inp: Mapping[str, Any], max_items: int | None) -> dict[str, 
             "emptyEvery": int(_num(inp, "emptyEvery", 0)),
             "hiddenFields": bool(inp.get("hiddenFields", False)),
         },
-        "item_count": _capped(int(_num(inp, "items", 10)), max_items),
+        "item_count": int(_num(inp, "items", 10)),
         "final_status": final_status,
         "running_message": str(inp.get("statusMessage") or "Generating items"),
         "final_message": str(message) if message else None,
@@ -155,10 +195,6 @@ def _plan_generator(inp: Mapping[str, Any], max_items: int | None) -> dict[str, 
     if stuck:
         planned["duration_secs"] = None
     return planned
-
-
-def _capped(count: int, max_items: int | None) -> int:
-    return count if max_items is None else min(count, max_items)
 
 
 # Each kind's planner returns its own RunScript fields; plan_run fills in the shared ones.
@@ -174,10 +210,22 @@ def plan_run(actor: ActorDef, inp: Mapping[str, Any], max_items: int | None) -> 
         "final_status": "SUCCEEDED",
         "exit_code": 0,
     }
-    planned = _PLANNERS[actor.kind](inp, max_items)
-    if "duration_secs" not in planned:
-        fields["duration_secs"] = _duration(inp, actor.default_duration_secs)
-    return RunScript(**(fields | planned))
+    script = fields | _PLANNERS[actor.kind](inp)
+    if "duration_secs" not in script:
+        script["duration_secs"] = _duration(inp, actor.default_duration_secs)
+    if max_items is not None and script["item_count"] > max_items:
+        _stop_at_max_items(script, max_items)
+    return RunScript(**script)
+
+
+def _stop_at_max_items(script: dict[str, Any], max_items: int) -> None:
+    """The run reads ACTOR_MAX_PAID_DATASET_ITEMS: it pushes rows at its usual pace, stops
+    after `max_items` and then finishes on its own (so sooner), as actors are expected to."""
+    if script["duration_secs"] is not None:
+        script["duration_secs"] *= max_items / script["item_count"]
+    script["item_count"] = max_items
+    if script["final_status"] == "SUCCEEDED":
+        script["final_message"] = f"Stopped after {max_items} results, the run's maxItems"
 
 
 _CATEGORIES = ("News", "E-commerce", "Technology", "Finance", "Travel", "Education", "Games")

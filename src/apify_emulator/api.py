@@ -150,6 +150,7 @@ class ApifyApi:
             "exampleRunInput": {"body": "{}", "contentType": "application/json; charset=utf-8"},
             "isDeprecated": False,
             "taggedBuilds": {"latest": {"buildNumber": "0.0.1", "buildNumberInt": 1}},
+            "pricingInfos": [actor.pricing.to_api()],
         }
 
     async def get_actor(self, request: Request) -> Response:
@@ -204,6 +205,7 @@ class ApifyApi:
             client_ip=request.client.host if request.client else None,
             user_agent=request.headers.get("user-agent"),
             webhooks=self._new_webhooks(opts.hooks, now),
+            pricing=actor.pricing,
         )
         self.store.add_run(run)
         self.dispatcher.watch(run)
@@ -235,7 +237,13 @@ class ApifyApi:
                 "max-items-must-be-greater-than-zero",
                 "Parameter 'maxItems' must be greater than zero",
             )
-        max_charge = parse_number(q.get("maxTotalChargeUsd"), "maxTotalChargeUsd", minimum=0)
+        max_charge = parse_number(q.get("maxTotalChargeUsd"), "maxTotalChargeUsd")
+        if max_charge is not None and max_charge <= 0:
+            raise ApiError(
+                400,
+                "max-total-charge-usd-must-be-greater-than-zero",
+                "Parameter 'maxTotalChargeUsd' must be greater than zero",
+            )
         wait = parse_number(q.get("waitForFinish"), "waitForFinish", minimum=0) or 0.0
         parse_bool(q.get("restartOnError"), "restartOnError")  # validated, has no effect
         return _StartOptions(

@@ -50,6 +50,8 @@ class EmulatorConfig:
     timing_out_secs: float = 1.0
     aborting_secs: float = 2.0
     default_timeout_secs: int = 3600
+    # How far (scaled) a run's usage and charges trail it: they settle this long after the end.
+    usage_lag_secs: float = 5.0
     default_memory_mbytes: int = 1024
     # sqlite file that keeps runs, datasets specs and dispatches across restarts ("" = memory only).
     state_file: str = ""

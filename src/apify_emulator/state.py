@@ -21,6 +21,7 @@ from typing import Any
 
 from apify_emulator.actors import TERMINAL_STATUSES, RunScript
 from apify_emulator.config import EmulatorConfig
+from apify_emulator.pricing import Pricing
 from apify_emulator.util import iso, stable_id
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,8 @@ EVENT_FOR_STATUS = {
     "TIMED-OUT": "ACTOR.RUN.TIMED_OUT",
 }
 ACTIVE_STATUSES = frozenset({"READY", "RUNNING", "TIMING-OUT", "ABORTING"})
-# Rough platform price, only so usageTotalUsd is a plausible number.
-USD_PER_COMPUTE_UNIT = 0.3
+# A run's span when it has no scripted duration (hang): its rows still arrive over 3 s.
+HANG_ROWS_SECS = 3.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class RunRecord:
     emitted: int = 0  # timeline phases already processed by the webhook ticker
     status_message: str | None = None  # set by PUT /v2/actor-runs/{id}
     general_access: str = "FOLLOW_USER_SETTING"
+    # The actor's pricing when the run started (a state file from before pricing: FREE).
+    pricing: Pricing = field(default_factory=Pricing)
 
     # ---- timeline -------------------------------------------------------
     def timeline(self, cfg: EmulatorConfig) -> list[Phase]:
@@ -106,6 +109,9 @@ class RunRecord:
                 ending = [Phase("FAILED", natural_end, msg or "Actor failed")]
             else:
                 ending = [Phase("SUCCEEDED", natural_end, msg or "Actor finished successfully")]
+        cap_at = self._charge_limit_at(cfg)
+        if cap_at is not None and (not ending or cap_at < ending[0].at):
+            ending = self._charge_limit(cap_at, cfg)
         phases.extend(ending)
         if self.abort_at is not None:
             a = self.abort_at
@@ -121,6 +127,39 @@ class RunRecord:
         return [
             Phase("TIMING-OUT", at, "Actor is timing out"),
             Phase("TIMED-OUT", at + cfg.timing_out_secs * self.scale, msg or "Actor timed out"),
+        ]
+
+    def _rows_span(self) -> float:
+        """Wall-clock seconds over which the rows are pushed."""
+        dur = self.script.duration_secs
+        return (dur if dur is not None else HANG_ROWS_SECS) * self.scale
+
+    def charge_limit_items(self) -> int | None:
+        """Rows the run may push before maxTotalChargeUsd stops it (None: it never does)."""
+        if self.max_total_charge_usd is None:
+            return None
+        rows = self.pricing.affordable_items(self.memory_mbytes, self.max_total_charge_usd)
+        return rows if rows is not None and rows < self.script.item_count else None
+
+    def _charge_limit_at(self, cfg: EmulatorConfig) -> float | None:
+        """When the run tries to charge the first row it cannot pay for."""
+        rows = self.charge_limit_items()
+        if rows is None:
+            return None
+        running_at = self.started_at + cfg.ready_secs * self.scale
+        return running_at + self._rows_span() * (rows + 1) / self.script.item_count
+
+    def _charge_limit(self, at: float, cfg: EmulatorConfig) -> list[Phase]:
+        # The SDK stops charging and pushing; the platform then aborts the run, which keeps
+        # running (and using compute) for the graceful-abort window.
+        limit = f"${self.max_total_charge_usd:g} (maxTotalChargeUsd)"
+        return [
+            Phase("ABORTING", at, f"Reached the maximum total charge of {limit}, aborting"),
+            Phase(
+                "ABORTED",
+                at + cfg.aborting_secs * self.scale,
+                f"Actor was aborted: it reached the maximum total charge of {limit}",
+            ),
         ]
 
     def phase_at(self, cfg: EmulatorConfig, t: float) -> Phase:
@@ -142,11 +181,13 @@ class RunRecord:
 
     # ---- dataset visibility ---------------------------------------------
     def visible_items(self, cfg: EmulatorConfig, t: float) -> int:
-        """Items pushed by time t: linear over the scripted duration, frozen by abort/timeout."""
-        count = self.script.item_count
-        k = self.scale
-        start = self.started_at + cfg.ready_secs * k
-        span = (self.script.duration_secs if self.script.duration_secs is not None else 3.0) * k
+        """Items pushed by time t: linear over the scripted duration, frozen by abort/timeout
+        and cut at the charge limit."""
+        total = self.script.item_count
+        limit = self.charge_limit_items()
+        count = total if limit is None else limit
+        start = self.started_at + cfg.ready_secs * self.scale
+        span = self._rows_span()
         stop = t
         for p in self.timeline(cfg):
             if p.status in {"TIMING-OUT", "ABORTING", "ABORTED"} and p.at <= t:
@@ -156,7 +197,7 @@ class RunRecord:
             return 0
         if span <= 0 or stop >= start + span:
             return count
-        return min(count, int(count * (stop - start) / span))
+        return min(count, int(total * (stop - start) / span))
 
     def item_count(self, cfg: EmulatorConfig, t: float) -> int:
         """The dataset's `itemCount` counter, which may lag the items (itemCountLagSecs)."""
@@ -169,7 +210,8 @@ class RunRecord:
         terminal = phase.status in TERMINAL_STATUSES
         finished = phase.at if terminal else None
         duration = max(0.0, (finished if finished is not None else t) - self.started_at)
-        compute_units = round(self.memory_mbytes / 1024 * duration / 3600, 6)
+        usage = self.usage(cfg, t, finished)
+        compute_units = usage["usage"]["ACTOR_COMPUTE_UNITS"]
         data: dict[str, Any] = {
             "id": self.id,
             "actId": self.actor_id,
@@ -194,6 +236,7 @@ class RunRecord:
                 "maxItems": self.max_items,
                 "maxTotalChargeUsd": self.max_total_charge_usd,
             },
+            "pricingInfo": self.pricing.to_api(),
             "buildId": stable_id(f"build:{self.actor_id}:{self.build}"),
             "buildNumber": "0.0.1",
             "exitCode": self._exit_code(phase.status) if terminal else None,
@@ -203,12 +246,24 @@ class RunRecord:
             "isContainerServerReady": not terminal and phase.status != "READY",
             "platformUsageBillingModel": "USER",
         }
+        if "chargedEventCounts" in usage:
+            data["chargedEventCounts"] = usage["chargedEventCounts"]
         if with_usage:
-            usd = round(compute_units * USD_PER_COMPUTE_UNIT, 6)
-            data["usage"] = {"ACTOR_COMPUTE_UNITS": compute_units}
-            data["usageTotalUsd"] = usd
-            data["usageUsd"] = {"ACTOR_COMPUTE_UNITS": usd}
+            data.update({k: usage[k] for k in ("usage", "usageTotalUsd", "usageUsd")})
         return data
+
+    def usage(self, cfg: EmulatorConfig, t: float, finished: float | None) -> dict[str, Any]:
+        """Usage and charges as the platform reports them at t.
+
+        The figures trail the run by `usage_lag_secs` (scaled): they grow while it runs and
+        settle that long after it ends, then never change again.
+        """
+        seen = t - cfg.usage_lag_secs * self.scale
+        if finished is not None:
+            seen = min(seen, finished)
+        seen = max(seen, self.started_at)
+        rows = self.visible_items(cfg, seen)
+        return self.pricing.usage(self.memory_mbytes, seen - self.started_at, rows)
 
     def _status_message(self, phase: Phase) -> str | None:
         message = self.status_message or phase.message
@@ -310,12 +365,14 @@ class RunRecord:
     def to_json(self) -> str:
         data = asdict(self)
         data["script"] = self.script.to_dict()
+        data["pricing"] = self.pricing.to_dict()
         return json.dumps(data)
 
     @classmethod
     def from_json(cls, raw: str) -> RunRecord:
         data = json.loads(raw)
         data["script"] = RunScript.from_dict(data["script"])
+        data["pricing"] = Pricing.from_dict(data.get("pricing") or {})
         return cls(**data)
 
 
