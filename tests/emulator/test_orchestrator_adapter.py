@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import httpx
 import pytest
 
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import ErrorKind, PlatformError, RunWebhook, StartOptions
 
-from .conftest import TOKEN, RunningEmulator
+from .conftest import AUTH, TOKEN, RunningEmulator
 
 
 @pytest.fixture
@@ -101,3 +102,22 @@ async def test_abort_of_a_running_run(platform: ApifyPlatform) -> None:
     assert aborted is not None and aborted.status in ("ABORTING", "ABORTED")
     final = await platform.get_run(run.id, wait_secs=10)
     assert final is not None and final.status == "ABORTED"
+
+
+async def test_charge_and_item_caps_reach_the_platform_run(
+    server: RunningEmulator, platform: ApifyPlatform
+) -> None:
+    """``maxItems`` and ``maxTotalChargeUsd`` are sent as Apify's query parameters of the
+    same names; the pay-per-event leadgen stops at its charge cap."""
+    run = await platform.start_run(
+        "ultron~leadgen",
+        {"brief": {"product": "payroll", "targetCount": 40}},
+        StartOptions(memory_mb=1024, max_items=30, max_total_charge_usd=0.1),
+    )
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as http:
+        options = (await http.get(f"/v2/actor-runs/{run.id}")).json()["data"]["options"]
+    assert options["maxItems"] == 30 and options["maxTotalChargeUsd"] == 0.1
+    finished = await platform.get_run(run.id, wait_secs=30)
+    assert finished is not None and finished.status in ("ABORTED", "SUCCEEDED")
+    rows = await platform.dataset_page(run.dataset_id, 0, 100)
+    assert 0 < len(rows) < 30  # $0.01 a lead: the $0.10 cap ends it before maxItems

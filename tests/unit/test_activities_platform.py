@@ -288,3 +288,18 @@ async def test_a_child_past_its_cap_is_aborted_on_the_platform_then_timed_out(
     assert timed_out.status_message == "no final status within 2 s"
     assert platform.runs[pid].aborted
     assert kinds(engine, run_id)["child.abort"] == 1
+
+
+async def test_every_stored_option_reaches_the_platform_start(engine: Engine) -> None:
+    platform = FakePlatform()
+    stored = {"memoryMb": 512, "timeoutSec": 60, "build": "beta", "maxItems": 7}
+    _, (cid,) = store_request(engine, {**stored, "maxTotalChargeUsd": 1.25})
+    result = await ActivityEnvironment().run(
+        activities(engine, platform).start_actor_run, StartChildInput(child_id=cid)
+    )
+    assert result.started
+    assert platform.start_options == [
+        StartOptions(
+            memory_mb=512, timeout_sec=60, build="beta", max_items=7, max_total_charge_usd=1.25
+        )
+    ]

@@ -70,8 +70,13 @@ async def test_the_largest_and_smallest_memory_are_accepted_and_stored(api_any_d
         assert response.status_code == 202, response.text
         with api.engine.connect() as conn:
             child = run_queries.get_children(conn, response.json()["runId"])[1]
-        # The registry's default timeout fills what the caller left unset.
-        assert child.options == {"memoryMb": memory, "timeoutSec": 600, "maxItems": 1}
+        # The registry's default timeout and the actor's charge cap fill what is unset.
+        assert child.options == {
+            "memoryMb": memory,
+            "timeoutSec": 600,
+            "maxItems": 1,
+            "maxTotalChargeUsd": 100,
+        }
     assert api.counts() == (2, 4)
 
 
@@ -160,3 +165,50 @@ async def test_a_refused_workflow_start_is_503_and_leaves_nothing_behind(
 def event_count(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(scrape_events)).scalar_one())
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [({"maxItems": 1001}, "maxItems"), ({"maxTotalChargeUsd": 2.5}, "maxTotalChargeUsd")],
+)
+async def test_an_option_above_its_actors_hard_cap_is_a_422_naming_the_field(
+    api_any_db: Api, options: dict[str, Any], name: str
+) -> None:
+    api = api_any_db
+    with api.engine.begin() as conn:
+        registry.put_actor(
+            conn,
+            "ultron-leadgen",
+            registry.ActorEntry.model_validate(
+                {
+                    "platformActorId": "ultron~leadgen",
+                    "caps": {"maxItems": 1000, "maxTotalChargeUsd": 2},
+                }
+            ),
+        )
+    headers = api.auth(api.admin_key)
+    refused = await api.client.post("/runs", json=with_options(options), headers=headers)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["code"] == "validation-failed"
+    assert refused.json()["field"] == f"/runs/1/options/{name}"
+    assert "hard cap" in refused.json()["detail"]
+    assert api.counts() == (0, 0) and api.temporal.started == []
+    # At the cap is accepted, and a run that leaves the options out gets the caps.
+    at_cap = with_options({"maxItems": 1000, "maxTotalChargeUsd": 2})
+    accepted = await api.client.post("/runs", json=at_cap, headers=headers)
+    assert accepted.status_code == 202, accepted.text
+    with api.engine.connect() as conn:
+        first, second = run_queries.get_children(conn, accepted.json()["runId"])
+    assert first.options == {"maxItems": 1000, "maxTotalChargeUsd": 2}
+    assert second.options == {"maxItems": 1000, "maxTotalChargeUsd": 2}
+
+
+def test_a_registry_entry_whose_default_exceeds_its_cap_is_refused() -> None:
+    with pytest.raises(ValueError, match="above caps"):
+        registry.ActorEntry.model_validate(
+            {
+                "platformActorId": "ultron~leadgen",
+                "defaults": {"maxTotalChargeUsd": 10},
+                "caps": {"maxTotalChargeUsd": 5},
+            }
+        )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.domain.errors import InvalidRunOption
+from orchestrator.domain.errors import InvalidRunOption, OptionAboveCap
 from orchestrator.domain.run_options import (
     MEMORY_MB_CHOICES,
+    OptionCaps,
     RunOptions,
     check_run_options,
     option_violations,
@@ -29,6 +30,8 @@ def test_memory_choices_are_the_powers_of_two_the_platform_accepts() -> None:
         (RunOptions(timeout_sec=7 * 24 * 3600 + 1), "timeoutSec"),
         (RunOptions(max_items=0), "maxItems"),
         (RunOptions(build="b" * 65), "build"),
+        (RunOptions(max_total_charge_usd=0), "maxTotalChargeUsd"),  # the platform refuses 0
+        (RunOptions(max_total_charge_usd=-1.5), "maxTotalChargeUsd"),
     ],
 )
 def test_each_rule_names_its_option(options: RunOptions, name: str) -> None:
@@ -60,3 +63,21 @@ def test_defaults_fill_only_what_is_unset_and_say_where_a_refusal_came_from() ->
         check_run_options(merged, pointer="/runs/0/options", source="a registry default")
     assert caught.value.field == "/runs/0/options/memoryMb"
     assert caught.value.detail.endswith("(a registry default)")
+
+
+def test_hard_caps_fill_unset_options_and_refuse_larger_ones() -> None:
+    caps = OptionCaps(max_items=1000, max_total_charge_usd=5.0)
+    filled = caps.apply(RunOptions(memory_mb=512), pointer="/runs/2/options", actor="a")
+    assert filled == RunOptions(memory_mb=512, max_items=1000, max_total_charge_usd=5.0)
+    within = RunOptions(max_items=1000, max_total_charge_usd=0.5)
+    assert caps.apply(within, pointer="/x", actor="a") == within
+    for options, name in (
+        (RunOptions(max_items=1001), "maxItems"),
+        (RunOptions(max_total_charge_usd=5.01), "maxTotalChargeUsd"),
+    ):
+        with pytest.raises(OptionAboveCap) as caught:
+            caps.apply(options, pointer="/runs/2/options", actor="ultron-leadgen")
+        assert caught.value.field == f"/runs/2/options/{name}"
+        assert caught.value.code == "validation-failed"
+        assert "hard cap" in str(caught.value) and "ultron-leadgen" in str(caught.value)
+    assert OptionCaps().apply(RunOptions(), pointer="/x", actor="a") == RunOptions()

@@ -50,6 +50,7 @@ class FakePlatform:
         self.scripts: dict[str, Script] = {}
         self.runs: dict[str, FakeRun] = {}
         self.starts: list[tuple[str, dict[str, Any]]] = []
+        self.start_options: list[StartOptions] = []
         self.page_calls = 0
         self.webhooks: list[RunWebhook] = []
         self.webhook_runs: dict[str, str] = {}
@@ -79,6 +80,7 @@ class FakePlatform:
         run = FakeRun(id=f"run{len(self.runs)}", actor_id=actor_id, script=script)
         self.runs[run.id] = run
         self.starts.append((actor_id, run_input))
+        self.start_options.append(options)
         self.webhooks.extend(webhooks)
         for hook in webhooks:
             self.webhook_runs[hook.request_url] = run.id

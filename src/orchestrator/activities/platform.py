@@ -228,6 +228,7 @@ class PlatformActivities:
             timeout_sec=child.options.get("timeoutSec"),
             build=child.options.get("build"),
             max_items=child.options.get("maxItems"),
+            max_total_charge_usd=child.options.get("maxTotalChargeUsd"),
         )
         try:
             run = await _heartbeating(

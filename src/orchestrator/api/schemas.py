@@ -57,7 +57,18 @@ class RunOptions(ApiModel):
     ) = None
     max_items: (
         Annotated[int, _documented({"type": "integer", "minimum": rules.MAX_ITEMS_MIN})] | None
-    ) = None
+    ) = Field(
+        default=None,
+        description="Most dataset items the run is charged for (Apify's `maxItems`); at most "
+        "the actor's hard cap, which applies when this is left out.",
+    )
+    max_total_charge_usd: (
+        Annotated[float, _documented({"type": "number", "exclusiveMinimum": 0})] | None
+    ) = Field(
+        default=None,
+        description="Most the platform may charge for the run, in USD (Apify's "
+        "`maxTotalChargeUsd`); at most the actor's hard cap, which applies when this is left out.",
+    )
 
     def to_options(self) -> rules.RunOptions:
         return rules.RunOptions(
@@ -65,6 +76,7 @@ class RunOptions(ApiModel):
             timeout_sec=self.timeout_sec,
             build=self.build,
             max_items=self.max_items,
+            max_total_charge_usd=self.max_total_charge_usd,
         )
 
 

@@ -28,6 +28,10 @@ class InvalidRunOption(ValidationFailed):
     """A run option the platform would refuse (or one outside our own documented bounds)."""
 
 
+class OptionAboveCap(ValidationFailed):
+    """A run option above the hard cap its actor's registry entry sets."""
+
+
 class UnknownActor(DomainError):
     code = "unknown-actor"
     title = "Actor is not registered"

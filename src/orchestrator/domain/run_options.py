@@ -12,8 +12,16 @@ refusal. Three bounds are ours and stricter than the platform's:
 - ``timeoutSec`` ≤ 7 days, a sanity cap (the platform documents none);
 - ``maxItems`` ≥ 1: 0 caps the charged rows at none, which is never a useful request.
 
+``maxTotalChargeUsd`` must be greater than 0: the platform refuses 0 or less at the start
+(``max-total-charge-usd-must-be-greater-than-zero``), though its ``RunOptions`` schema says
+``minimum: 0``.
+
+An actor's registry entry may also set *hard caps* on ``maxItems`` and
+``maxTotalChargeUsd`` (:class:`OptionCaps`): a request above one is refused, and a run that
+leaves a capped option unset gets the cap, so no run of that actor is ever unbounded.
+
 Option names are those stored with each child (and shown to callers): ``memoryMb``,
-``timeoutSec``, ``build``, ``maxItems``.
+``timeoutSec``, ``build``, ``maxItems``, ``maxTotalChargeUsd``.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from orchestrator.domain.errors import InvalidRunOption
+from orchestrator.domain.errors import InvalidRunOption, OptionAboveCap
 
 MEMORY_MB_MIN = 128
 MEMORY_MB_MAX = 32768
@@ -43,6 +51,7 @@ class RunOptions:
     timeout_sec: int | None = None
     build: str | None = None
     max_items: int | None = None
+    max_total_charge_usd: float | None = None
 
     def over(self, defaults: RunOptions) -> RunOptions:
         """These options, with ``defaults`` filling what is unset."""
@@ -57,6 +66,7 @@ class RunOptions:
             "timeoutSec": self.timeout_sec,
             "build": self.build,
             "maxItems": self.max_items,
+            "maxTotalChargeUsd": self.max_total_charge_usd,
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -88,7 +98,45 @@ def option_violations(options: RunOptions) -> list[tuple[str, str]]:
         found.append(
             ("maxItems", f"maxItems must be at least {MAX_ITEMS_MIN} (got {options.max_items})")
         )
+    charge = options.max_total_charge_usd
+    if charge is not None and not charge > 0:
+        found.append(
+            ("maxTotalChargeUsd", f"maxTotalChargeUsd must be greater than 0 (got {charge})")
+        )
     return found
+
+
+#: The options an actor may cap: attribute name, stored name.
+_CAPPED = (("max_items", "maxItems"), ("max_total_charge_usd", "maxTotalChargeUsd"))
+
+
+@dataclass(frozen=True)
+class OptionCaps:
+    """An actor's hard caps (None = uncapped): what no run of it may exceed."""
+
+    max_items: int | None = None
+    max_total_charge_usd: float | None = None
+
+    def apply(self, options: RunOptions, *, pointer: str, actor: str) -> RunOptions:
+        """``options`` within the caps: an unset capped option gets the cap; a value above
+        a cap raises :class:`OptionAboveCap` naming ``pointer/<option>``."""
+        capped = options
+        for attr, name in (
+            ("max_items", "maxItems"),
+            ("max_total_charge_usd", "maxTotalChargeUsd"),
+        ):
+            cap = getattr(self, attr)
+            value = getattr(options, attr)
+            if cap is None:
+                continue
+            if value is None:
+                capped = replace(capped, **{attr: cap})
+            elif value > cap:
+                raise OptionAboveCap(
+                    f"{name} {value} is above the hard cap {cap} of actor {actor!r}",
+                    field=f"{pointer}/{name}",
+                )
+        return capped
 
 
 def check_run_options(options: RunOptions, *, pointer: str, source: str = "") -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
@@ -37,6 +38,11 @@ def classify_api_error(status_code: int, error_type: str | None) -> ErrorKind:
     if status_code == 402 and error_type in CAPACITY_ERROR_TYPES:
         return ErrorKind.CAPACITY
     return ErrorKind.PERMANENT
+
+
+def _usd(amount: float | None) -> Decimal | None:
+    """An amount as the client sends it: a Decimal from its shortest repr, so 0.1 stays 0.1."""
+    return Decimal(repr(amount)) if amount is not None else None
 
 
 def _translate(exc: BaseException) -> PlatformError:
@@ -123,6 +129,7 @@ class ApifyPlatform:
                 run_timeout=timedelta(seconds=options.timeout_sec) if options.timeout_sec else None,
                 build=options.build,
                 max_items=options.max_items,
+                max_total_charge_usd=_usd(options.max_total_charge_usd),
                 webhooks=hooks or None,
                 timeout=self._start_timeout,
             )

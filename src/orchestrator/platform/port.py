@@ -65,6 +65,7 @@ class StartOptions:
     timeout_sec: int | None = None
     build: str | None = None
     max_items: int | None = None
+    max_total_charge_usd: float | None = None
 
 
 class Platform(Protocol):

@@ -180,13 +180,15 @@ def build_run(
                 + ", ".join(sorted(actors)),
                 field=f"/runs/{index}/actor",
             )
+        pointer = f"/runs/{index}/options"
         options = spec.options.over(entry.defaults.as_options())
         # The caller's own options were checked already; only a registry default can fail.
         check_run_options(
             options,
-            pointer=f"/runs/{index}/options",
+            pointer=pointer,
             source=f"the registry default of {spec.actor}; set the option explicitly",
         )
+        options = entry.caps.as_caps().apply(options, pointer=pointer, actor=spec.actor)
         children.append(
             run_queries.NewChild(
                 id=child_id(run_id, index),

@@ -11,12 +11,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Connection, select, update
 
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import shared_config
-from orchestrator.domain.run_options import RunOptions
+from orchestrator.domain.run_options import OptionCaps, RunOptions
 
 _PREFIX = "actor:"
 
@@ -28,6 +28,7 @@ class ActorDefaults(BaseModel):
     timeout_sec: int | None = Field(default=None, alias="timeoutSec")
     build: str | None = None
     max_items: int | None = Field(default=None, alias="maxItems")
+    max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd")
 
     def as_options(self) -> RunOptions:
         return RunOptions(
@@ -35,7 +36,20 @@ class ActorDefaults(BaseModel):
             timeout_sec=self.timeout_sec,
             build=self.build,
             max_items=self.max_items,
+            max_total_charge_usd=self.max_total_charge_usd,
         )
+
+
+class ActorCaps(BaseModel):
+    """Hard caps no run of the actor may exceed (``domain.run_options.OptionCaps``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    max_items: int | None = Field(default=None, alias="maxItems", ge=1)
+    max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd", gt=0)
+
+    def as_caps(self) -> OptionCaps:
+        return OptionCaps(max_items=self.max_items, max_total_charge_usd=self.max_total_charge_usd)
 
 
 class ActorEntry(BaseModel):
@@ -46,6 +60,16 @@ class ActorEntry(BaseModel):
     platform_actor_id: str = Field(alias="platformActorId")
     description: str = ""
     defaults: ActorDefaults = Field(default_factory=ActorDefaults)
+    caps: ActorCaps = Field(default_factory=ActorCaps)
+
+    @model_validator(mode="after")
+    def _defaults_within_caps(self) -> ActorEntry:
+        # A default above its own cap could never be used: refuse the entry instead.
+        for name in ("max_items", "max_total_charge_usd"):
+            cap, default = getattr(self.caps, name), getattr(self.defaults, name)
+            if cap is not None and default is not None and default > cap:
+                raise ValueError(f"defaults.{name} ({default}) is above caps.{name} ({cap})")
+        return self
 
 
 def list_actors(conn: Connection) -> dict[str, ActorEntry]:
