@@ -13,6 +13,11 @@ from orchestrator.api.params import parse_rfc3339
 from orchestrator.api.routes.runs import parse_idempotency_key
 from orchestrator.app import create_app
 from orchestrator.config.settings import Settings
+from orchestrator.platform.webhook_auth import (
+    WEBHOOK_CHILD_PARAM,
+    WEBHOOK_TOKEN_HEADER,
+    derive_webhook_token,
+)
 from orchestrator.service.errors import InvalidIdempotencyKey
 from tests.unit.api_harness import Api
 
@@ -101,3 +106,20 @@ def test_every_operation_must_be_in_the_status_table() -> None:
     app.include_router(extra)
     with pytest.raises(RuntimeError, match="GET /undeclared is missing"):
         app.openapi()
+
+
+async def test_webhook_answers_are_the_declared_ones(api: Api) -> None:
+    # The generated run reaches the webhook's 400 only by chance (a valid token and a bad body).
+    secret = api.settings.webhook_secret.get_secret_value()
+    declared = PROBLEMS[("post", "/webhooks/platform")]
+    child = "run_nothere.0"
+    headers = {WEBHOOK_TOKEN_HEADER: derive_webhook_token(secret, child)}
+    params = {WEBHOOK_CHILD_PARAM: child}
+    for body, status in ((b"not json", 400), (b"[1]", 400), (b"{}", 404)):
+        answer = await api.client.post(
+            "/webhooks/platform", params=params, content=body, headers=headers
+        )
+        assert answer.status_code == status, body
+        assert answer.json()["code"] in declared[status]
+    unsigned = await api.client.post("/webhooks/platform", params=params, content=b"{}")
+    assert unsigned.status_code == 401 and unsigned.json()["code"] in declared[401]
