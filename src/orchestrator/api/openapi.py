@@ -11,10 +11,12 @@ for every document served). ``tests/contract`` holds the app to this document.
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.api.deps import AppState
 from orchestrator.api.errors import MALFORMED_BODY
@@ -34,11 +36,13 @@ from orchestrator.service.errors import (
     WorkspaceRequired,
 )
 
+log = logging.getLogger(__name__)
+
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 _STATUS_TEXT = {
     400: "Bad request",
-    401: "Missing, invalid or revoked API key",
+    401: "Missing, invalid or revoked API key (on the webhook: its token)",
     403: "The key may not do this (an admin key is required)",
     404: "Not found (or owned by another workspace)",
     409: "Conflict",
@@ -49,9 +53,8 @@ _STATUS_TEXT = {
 
 _UNAUTHORIZED: dict[int, tuple[str, ...]] = {401: (Unauthorized.code,)}
 _NOT_FOUND: dict[int, tuple[str, ...]] = {404: (NotFound.code,)}
-_TOO_LARGE: dict[int, tuple[str, ...]] = {
-    413: (PayloadTooLarge.code,)
-}  # api.limits: any POST/DELETE body
+#: api.limits refuses an oversized body on any POST or DELETE, whether it takes a body or not.
+_TOO_LARGE: dict[int, tuple[str, ...]] = {413: (PayloadTooLarge.code,)}
 _INVALID: dict[int, tuple[str, ...]] = {422: (ValidationFailed.code,)}
 #: A body FastAPI cannot even decode (not UTF-8, say) is its own 400 (errors.py names it).
 _UNDECODABLE: dict[int, tuple[str, ...]] = {400: (MALFORMED_BODY,)}
@@ -140,8 +143,12 @@ def _registered_actors(app: FastAPI) -> tuple[str, ...] | None:
     state: AppState | None = getattr(app.state, "orchestrator", None)
     if state is None:  # a document built outside a running app (no database)
         return None
-    with state.reader.connect() as conn:
-        return tuple(list_actors(conn))
+    try:
+        with state.reader.connect() as conn:
+            return tuple(list_actors(conn))
+    except SQLAlchemyError:  # the document is still served, without the live part
+        log.warning("the actor registry could not be read for the OpenAPI document")
+        return None
 
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:
