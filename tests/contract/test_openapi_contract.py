@@ -182,6 +182,8 @@ def _load(contract: ContractApp, key: str, *, only: str | None = None) -> BaseSc
         {
             "seed": 20261201,
             "workers": 1,
+            # No crash cache: a run replays nothing from an earlier one (and writes no files).
+            "cache": {"enabled": False},
             "headers": {"Authorization": f"Bearer {key}"},
             "generation": {"deterministic": True, "database": "none"},
             "phases": {
