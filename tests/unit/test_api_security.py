@@ -334,7 +334,7 @@ async def test_list_runs_filters_and_pages_with_a_cursor(api: Api) -> None:
     assert none.json()["runs"] == []
     future = await c.get("/runs", params={"createdAfter": "2999-01-01T00:00:00Z"}, headers=headers)
     assert future.json()["runs"] == []
-    past = await c.get("/runs", params={"createdBefore": "2999-01-01T00:00:00"}, headers=headers)
+    past = await c.get("/runs", params={"createdBefore": "2999-01-01T00:00:00Z"}, headers=headers)
     assert len(past.json()["runs"]) == 6
     assert_problem(
         await c.get("/runs", params={"state": "nope"}, headers=headers),

@@ -10,13 +10,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 from orchestrator.db.queries._common import as_utc
 from orchestrator.domain.errors import ValidationFailed
 
-_MAX_CURSOR = 8192
+MAX_CURSOR = 8192
+#: What every cursor looks like (unpadded URL-safe base64); the OpenAPI document declares it.
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
 
 
 def _encode(document: dict[str, Any]) -> str:
@@ -25,7 +28,7 @@ def _encode(document: dict[str, Any]) -> str:
 
 
 def _decode(cursor: str) -> Any:
-    if len(cursor) > _MAX_CURSOR:
+    if len(cursor) > MAX_CURSOR or not re.fullmatch(CURSOR_PATTERN, cursor):
         raise ValidationFailed("cursor is not one this API returned", field="cursor")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from orchestrator.domain.errors import DomainError
 from orchestrator.service.errors import Unauthorized
@@ -23,6 +24,8 @@ from orchestrator.service.errors import Unauthorized
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+MALFORMED_BODY = "malformed-body"
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 #: The HTTP status of every domain and service error code (tests check none is missing).
 STATUS_OF_CODE: dict[str, int] = {
@@ -112,26 +115,28 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}.get(
-            exc.status_code, "http-error"
-        )
-        return problem(exc.status_code, code, str(exc.detail), str(exc.detail), headers=exc.headers)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {
+            # FastAPI's only 400: a body it cannot decode (the webhook answers the same code).
+            400: MALFORMED_BODY,
+            404: "not-found",
+            405: "method-not-allowed",
+            413: "payload-too-large",
+        }.get(exc.status_code, "http-error")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return problem(exc.status_code, code, str(exc.detail), str(exc.detail), headers=headers)
 
 
-_STATUS_TEXT = {
-    400: "Bad request (e.g. an unknown actor or an unsafe callback URL)",
-    401: "Missing, invalid or revoked API key",
-    403: "The key may not do this (an admin key is required)",
-    404: "Not found (or owned by another workspace)",
-    413: "Request body too large",
-    422: "The request is not valid; `field` names the offending part",
-    503: "The workflow engine is unavailable; nothing was created",
-}
-
-
-def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for problem+json answers (see ``Problem``)."""
-    from orchestrator.api.schemas import Problem
-
-    return {status: {"model": Problem, "description": _STATUS_TEXT[status]} for status in statuses}
+def allowed_methods(request: Request) -> str:
+    """Every method the request's path serves. Starlette's own ``Allow`` names only the route
+    that matched first, but GET and POST /runs, say, are separate routes; so each method is
+    tried against every route (a route matches a method fully only if it serves it)."""
+    routes: list[BaseRoute] = request.app.router.routes
+    served = [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]
+    return ", ".join(served)

@@ -1,27 +1,187 @@
 """The OpenAPI document, adjusted so it states exactly what the running app enforces.
 
 FastAPI generates the document from the routes and models; this adds what it cannot know:
-the limits that come from settings (runs per request, input size, body size), that every
-error is ``application/problem+json`` with the ``Problem`` schema (including 422s, which
-FastAPI would describe with its own ``HTTPValidationError``), and the list of error codes.
+the limits that come from settings (runs per request, input size, body size), every error
+each operation can answer (from the one table below, as ``application/problem+json`` with
+the ``Problem`` schema and the operation's possible ``code`` values), and the actors the
+registry holds now (an operator can edit it without a restart, so that part is read again
+for every document served). ``tests/contract`` holds the app to this document.
 """
 
 from __future__ import annotations
 
+import copy
+import logging
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from sqlalchemy.exc import SQLAlchemyError
 
+from orchestrator.api.deps import AppState
+from orchestrator.api.errors import MALFORMED_BODY
+from orchestrator.api.schemas import Problem
 from orchestrator.config.settings import Settings
+from orchestrator.db.queries.registry import list_actors
+from orchestrator.domain.errors import NotFound, UnknownActor, ValidationFailed
+from orchestrator.service.errors import (
+    Forbidden,
+    IdempotencyKeyReused,
+    InputTooLarge,
+    InvalidIdempotencyKey,
+    PayloadTooLarge,
+    TooManyRuns,
+    Unauthorized,
+    UnsafeCallbackWebhook,
+    WorkspaceRequired,
+)
+
+log = logging.getLogger(__name__)
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
+_STATUS_TEXT = {
+    400: "Bad request",
+    401: "Missing, invalid or revoked API key (on the webhook: its token)",
+    403: "The key may not do this (an admin key is required)",
+    404: "Not found (or owned by another workspace)",
+    409: "Conflict",
+    413: "Request body too large",
+    422: "The request is not valid; `field` names the offending part",
+    503: "The workflow engine is unavailable; nothing was created",
+}
+
+_UNAUTHORIZED: dict[int, tuple[str, ...]] = {401: (Unauthorized.code,)}
+_NOT_FOUND: dict[int, tuple[str, ...]] = {404: (NotFound.code,)}
+#: api.limits refuses an oversized body on any POST or DELETE, whether it takes a body or not.
+_TOO_LARGE: dict[int, tuple[str, ...]] = {413: (PayloadTooLarge.code,)}
+_INVALID: dict[int, tuple[str, ...]] = {422: (ValidationFailed.code,)}
+#: A body FastAPI cannot even decode (not UTF-8, say) is its own 400 (errors.py names it).
+_UNDECODABLE: dict[int, tuple[str, ...]] = {400: (MALFORMED_BODY,)}
+_UNAVAILABLE: dict[int, tuple[str, ...]] = {503: ("unavailable",)}
+_ADMIN: dict[int, tuple[str, ...]] = {**_UNAUTHORIZED, 403: (Forbidden.code,)}
+
+#: Every problem each operation can answer: status → the ``code`` values it carries. The
+#: document's error responses come from this table only, and building the document fails
+#: for an operation it does not list, so a new route cannot go undocumented.
+PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
+    ("get", "/healthz"): {},  # its 503 is the health body, declared on the route
+    ("post", "/runs"): {
+        400: (
+            MALFORMED_BODY,
+            UnknownActor.code,
+            UnsafeCallbackWebhook.code,
+            InvalidIdempotencyKey.code,
+        ),
+        **_UNAUTHORIZED,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        422: (
+            ValidationFailed.code,
+            TooManyRuns.code,
+            InputTooLarge.code,
+            IdempotencyKeyReused.code,
+            WorkspaceRequired.code,
+        ),
+        **_UNAVAILABLE,
+    },
+    ("get", "/runs"): {**_UNAUTHORIZED, **_INVALID},
+    ("get", "/runs/{run_id}"): {**_UNAUTHORIZED, **_NOT_FOUND},
+    ("get", "/runs/{run_id}/items"): {**_UNAUTHORIZED, **_NOT_FOUND, **_INVALID},
+    ("get", "/runs/{run_id}/events"): {**_UNAUTHORIZED, **_NOT_FOUND, **_INVALID},
+    ("post", "/runs/{run_id}/abort"): {
+        **_UNAUTHORIZED,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_UNAVAILABLE,
+    },
+    ("post", "/admin/keys"): {**_UNDECODABLE, **_ADMIN, **_TOO_LARGE, **_INVALID},
+    ("get", "/admin/keys"): _ADMIN,
+    ("delete", "/admin/keys/{key_id}"): {**_ADMIN, **_NOT_FOUND, **_TOO_LARGE},
+    ("post", "/workspaces/{workspace_id}/callback-secret"): {
+        **_UNAUTHORIZED,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+    },
+    ("post", "/webhooks/platform"): {
+        400: (MALFORMED_BODY,),
+        401: ("unauthorized",),
+        404: (NotFound.code,),
+        409: ("run-mismatch",),
+        413: (PayloadTooLarge.code,),
+    },
+}
+
+
+def _problem_response(status: int, codes: tuple[str, ...]) -> dict[str, Any]:
+    listed = ", ".join(f"`{c}`" for c in codes)
+    schema = {"allOf": [PROBLEM_REF], "properties": {"code": {"enum": list(codes)}}}
+    return {
+        "description": f"{_STATUS_TEXT[status]}. Codes: {listed}.",
+        "content": {"application/problem+json": {"schema": schema}},
+    }
+
+
+def _declare_problems(paths: dict[str, Any]) -> None:
+    declared = set()
+    for path, item in paths.items():
+        for method, operation in item.items():
+            problems = PROBLEMS.get((method, path))
+            if problems is None:
+                raise RuntimeError(f"{method.upper()} {path} is missing from openapi.PROBLEMS")
+            declared.add((method, path))
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            # FastAPI adds a 422 to every operation with parameters; only the table knows.
+            responses.pop("422", None)
+            for status, codes in problems.items():
+                responses[str(status)] = _problem_response(status, codes)
+    if stale := set(PROBLEMS) - declared:
+        raise RuntimeError(f"openapi.PROBLEMS lists operations that do not exist: {stale}")
+
+
+#: What the live part of the document says of one actor: its name and hard caps.
+_ActorRule = tuple[str, int | None, float | None]
+
+
+def _registered_actors(app: FastAPI) -> tuple[_ActorRule, ...] | None:
+    state: AppState | None = getattr(app.state, "orchestrator", None)
+    if state is None:  # a document built outside a running app (no database)
+        return None
+    try:
+        with state.reader.connect() as conn:
+            return tuple(
+                (name, entry.caps.max_items, entry.caps.max_total_charge_usd)
+                for name, entry in list_actors(conn).items()
+            )
+    except SQLAlchemyError:  # the document is still served, without the live part
+        log.warning("the actor registry could not be read for the OpenAPI document")
+        return None
+
+
+def _cap_rules(actors: tuple[_ActorRule, ...]) -> list[dict[str, Any]]:
+    """One ``if actor is X then options stay under X's caps`` per capped actor."""
+    rules = []
+    for name, max_items, max_charge in actors:
+        caps: dict[str, Any] = {}
+        if max_items is not None:
+            caps["maxItems"] = {"maximum": max_items}
+        if max_charge is not None:
+            caps["maxTotalChargeUsd"] = {"maximum": max_charge}
+        if caps:
+            rules.append(
+                {
+                    "if": {"properties": {"actor": {"const": name}}, "required": ["actor"]},
+                    "then": {"properties": {"options": {"properties": caps}}},
+                }
+            )
+    return rules
+
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:
-    def build() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
+    base: dict[str, Any] = {}
+    served: dict[tuple[_ActorRule, ...] | None, dict[str, Any]] = {}
+
+    def build_base() -> dict[str, Any]:
         schema = get_openapi(
             title=app.title,
             version=app.version,
@@ -43,12 +203,10 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
             actor_input["description"] = (
                 f"The actor's input (at most {settings.max_input_bytes} bytes as compact JSON)."
             )
-        for path in schema.get("paths", {}).values():
-            for operation in path.values():
-                for status, response in operation.get("responses", {}).items():
-                    if not str(status).isdigit() or int(status) < 400:
-                        continue
-                    response["content"] = {"application/problem+json": {"schema": PROBLEM_REF}}
+        _declare_problems(schema.get("paths", {}))
+        components["Problem"] = Problem.model_json_schema(
+            ref_template="#/components/schemas/{model}"
+        )
         for unused in ("HTTPValidationError", "ValidationError"):
             components.pop(unused, None)
         schema["info"]["x-limits"] = {
@@ -56,7 +214,24 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
             "maxRunsPerRequest": settings.max_runs_per_request,
             "maxInputBytes": settings.max_input_bytes,
         }
-        app.openapi_schema = schema
         return schema
+
+    def build() -> dict[str, Any]:
+        if not base:
+            base.update(build_base())
+        actors = _registered_actors(app)
+        if actors not in served:
+            schema = copy.deepcopy(base)
+            actor_run = schema["components"]["schemas"].get("ActorRunRequest")
+            if actors and actor_run is not None:
+                # The registry is the rule (an unknown actor is a 400); state it as an enum,
+                # and each actor's hard caps on its options (above one is a 422).
+                actor_run["properties"]["actor"]["enum"] = [name for name, _, _ in actors]
+                if rules := _cap_rules(actors):
+                    actor_run["allOf"] = rules
+            served.clear()
+            served[actors] = schema
+        app.openapi_schema = served[actors]
+        return served[actors]
 
     app.openapi = build  # type: ignore[method-assign]

@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse
 
 from orchestrator.api.auth import AdminCaller, Caller
 from orchestrator.api.deps import State
-from orchestrator.api.errors import problem_responses
 from orchestrator.api.schemas import (
     ID_PATTERN,
     CreatedKey,
@@ -54,7 +53,6 @@ def key_view(record: key_queries.ApiKeyRecord) -> KeyView:
     status_code=201,
     response_model=CreatedKey,
     summary="Create an API key (workspace-scoped, or admin when workspaceId is null).",
-    responses=problem_responses(401, 403, 413, 422),
 )
 async def create_key(body: CreateKeyRequest, _admin: AdminCaller, app_state: State) -> JSONResponse:
     server_key = app_state.settings.callback_secret_key.get_secret_value()
@@ -83,7 +81,6 @@ async def create_key(body: CreateKeyRequest, _admin: AdminCaller, app_state: Sta
     "/admin/keys",
     response_model=KeyList,
     summary="List API keys (ids and metadata only; never the keys).",
-    responses=problem_responses(401, 403),
 )
 def list_keys(
     _admin: AdminCaller,
@@ -99,7 +96,6 @@ def list_keys(
     "/admin/keys/{key_id}",
     response_model=KeyView,
     summary="Revoke an API key; it stops working at once. Idempotent.",
-    responses=problem_responses(401, 403, 404),
 )
 def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
     with app_state.engine.begin() as conn:
@@ -113,7 +109,6 @@ def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
     description="For a grace period (24 h by default) callbacks carry two signatures, one "
     "with the new secret and one with the previous, so receivers can switch without "
     "missing a callback.",
-    responses=problem_responses(401, 404),
 )
 async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> JSONResponse:
     if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one

@@ -11,7 +11,31 @@ from orchestrator.api.deps import State
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Health of the API process and its dependencies.")
+_HEALTH = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "status": {"enum": ["ok", "degraded"]},
+                "checks": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "required": ["status", "checks"],
+        }
+    }
+}
+
+
+@router.get(
+    "/healthz",
+    summary="Health of the API process and its dependencies.",
+    responses={
+        200: {"description": "Every dependency answers.", "content": _HEALTH},
+        503: {
+            "description": "A dependency does not answer; `checks` says which.",
+            "content": _HEALTH,
+        },
+    },
+)
 def healthz(state: State) -> JSONResponse:
     checks: dict[str, str] = {}
     try:

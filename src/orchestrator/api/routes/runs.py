@@ -18,13 +18,14 @@ from sqlalchemy import Connection
 
 from orchestrator.api.auth import Caller
 from orchestrator.api.cursors import (
+    CURSOR_PATTERN,
+    MAX_CURSOR,
     decode_item_cursor,
     decode_run_cursor,
     encode_item_cursor,
     encode_run_cursor,
 )
 from orchestrator.api.deps import State
-from orchestrator.api.errors import problem_responses
 from orchestrator.api.item_formats import (
     MEDIA_TYPES,
     ItemFormat,
@@ -33,6 +34,7 @@ from orchestrator.api.item_formats import (
     render_json,
     render_ndjson,
 )
+from orchestrator.api.params import DateTimeParam
 from orchestrator.api.routes.views import run_summary, run_view
 from orchestrator.api.schemas import (
     AbortResponse,
@@ -58,7 +60,23 @@ from orchestrator.service.submission import SubmissionPolicy, submit
 router = APIRouter(tags=["runs"])
 
 MAX_IDEMPOTENCY_KEY = 255
+#: A Structured Field string of 1-255 printable ASCII characters, or the same as a bare token
+#: (not starting with a quote, no surrounding spaces). Declared in the document; the parser
+#: checks exactly this.
+IDEMPOTENCY_KEY_PATTERN = (
+    rf'^(?:"[ -~]{{1,{MAX_IDEMPOTENCY_KEY}}}"'
+    rf"|[!#-~](?:[ -~]{{0,{MAX_IDEMPOTENCY_KEY - 2}}}[!-~])?)$"
+)
 _SF_ESCAPE = re.compile(r'\\(["\\])')
+#: Cursors are opaque to callers; api.cursors checks their shape (declared here) and content.
+OpaqueCursor = Annotated[
+    str | None,
+    Query(
+        json_schema_extra={"pattern": CURSOR_PATTERN, "maxLength": MAX_CURSOR},
+        description="`nextCursor` of the previous page, exactly as returned.",
+    ),
+]
+EVENT_CURSOR_PATTERN = r"^[0-9]{0,18}$"  # an event id (fits a signed 64-bit column)
 
 
 def _links(run_id: str) -> dict[str, str]:
@@ -72,7 +90,7 @@ def _links(run_id: str) -> dict[str, str]:
 def _parse_event_cursor(cursor: str | None) -> int:
     if cursor is None or cursor == "":
         return 0
-    if not cursor.isdigit():
+    if not re.fullmatch(EVENT_CURSOR_PATTERN, cursor):
         raise ValidationFailed("cursor is not one this API returned", field="cursor")
     return int(cursor)
 
@@ -91,13 +109,13 @@ def parse_idempotency_key(raw: str | None) -> str | None:
     if raw is None:
         return None
     value = raw.strip()
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        value = _SF_ESCAPE.sub(r"\1", value[1:-1])
-    if not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY or not all(" " <= c <= "~" for c in value):
+    if not re.fullmatch(IDEMPOTENCY_KEY_PATTERN, value):
         raise InvalidIdempotencyKey(
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters",
             field="Idempotency-Key",
         )
+    if value.startswith('"'):
+        return _SF_ESCAPE.sub(r"\1", value[1:-1])
     return value
 
 
@@ -116,10 +134,7 @@ def _as_utc(value: datetime | None) -> datetime | None:
     "actor. With an `Idempotency-Key`, repeating the same request returns the original run "
     "(header `Idempotent-Replayed: true`) and spawns nothing; the same key with a different "
     "request is a 422.",
-    responses={
-        202: {"description": "Accepted; the request runs in the background."},
-        **problem_responses(400, 401, 404, 413, 422, 503),
-    },
+    responses={202: {"description": "Accepted; the request runs in the background."}},
 )
 async def create_run(
     body: CreateRunRequest,
@@ -129,6 +144,7 @@ async def create_run(
         str | None,
         Header(
             alias="Idempotency-Key",
+            json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
             description='A unique key per logical request, e.g. `"8e03978e-40d5-43e8-bc93-'
             '6894a57f9324"` (Structured Field string; a bare token is accepted too).',
         ),
@@ -158,7 +174,6 @@ async def create_run(
     "/runs",
     response_model=RunList,
     summary="List requests, newest first, with filters and a cursor.",
-    responses=problem_responses(401, 422),
 )
 def list_runs(
     caller: Caller,
@@ -173,12 +188,14 @@ def list_runs(
     skill_id: Annotated[str | None, Query(alias="skillId")] = None,
     conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
     created_after: Annotated[
-        datetime | None, Query(alias="createdAfter", description="Inclusive; ISO 8601.")
+        DateTimeParam | None,
+        Query(alias="createdAfter", description="Inclusive; RFC 3339, with an offset."),
     ] = None,
     created_before: Annotated[
-        datetime | None, Query(alias="createdBefore", description="Exclusive; ISO 8601.")
+        DateTimeParam | None,
+        Query(alias="createdBefore", description="Exclusive; RFC 3339, with an offset."),
     ] = None,
-    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+    cursor: OpaqueCursor = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> RunList:
     if caller.workspace_id is not None:
@@ -206,7 +223,6 @@ def list_runs(
     "/runs/{run_id}",
     response_model=RunView,
     summary="A request with its children.",
-    responses=problem_responses(401, 404),
 )
 def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
     with app_state.reader.connect() as conn:
@@ -239,7 +255,6 @@ def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
                 }
             },
         },
-        **problem_responses(401, 404, 422),
     },
 )
 def get_items(
@@ -247,7 +262,7 @@ def get_items(
     caller: Caller,
     app_state: State,
     request: Request,
-    cursor: Annotated[str | None, Query(description="`nextCursor` of the previous page.")] = None,
+    cursor: OpaqueCursor = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     child_id: Annotated[str | None, Query(alias="childId")] = None,
     actor: Annotated[str | None, Query(description="Logical actor name.")] = None,
@@ -290,13 +305,18 @@ def get_items(
     "/runs/{run_id}/events",
     response_model=EventPage,
     summary="The event log.",
-    responses=problem_responses(401, 404, 422),
 )
 def get_events(
     run_id: str,
     caller: Caller,
     app_state: State,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            json_schema_extra={"pattern": EVENT_CURSOR_PATTERN},
+            description="`nextCursor` of the previous page (an event id).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> EventPage:
     after = _parse_event_cursor(cursor)
@@ -326,7 +346,6 @@ def get_events(
     responses={
         202: {"description": "Abort under way; the request will end `aborted`."},
         200: {"description": "The request had already ended; nothing was done."},
-        **problem_responses(401, 404, 503),
     },
 )
 async def abort_run(run_id: str, caller: Caller, app_state: State) -> AbortResponse | JSONResponse:

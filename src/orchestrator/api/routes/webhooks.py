@@ -35,7 +35,40 @@ def _body_reader(request: Request) -> BodyReader:
     return read_at_most
 
 
-@router.post("/webhooks/platform", status_code=202, summary="Receiver of platform webhooks.")
+@router.post(
+    "/webhooks/platform",
+    status_code=202,
+    summary="Receiver of platform webhooks.",
+    responses={
+        202: {
+            "description": "Recorded; the actor run's poller is woken.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+    # Read by hand (the token is checked before the body is), so declared by hand.
+    openapi_extra={
+        "parameters": [
+            {
+                "name": WEBHOOK_CHILD_PARAM,
+                "in": "query",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "The actor run the webhook was registered for.",
+            },
+            {
+                "name": WEBHOOK_TOKEN_HEADER,
+                "in": "header",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "The token the orchestrator put in the webhook's headers.",
+            },
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+    },
+)
 async def platform_webhook(request: Request, state: State) -> JSONResponse:
     hook = PlatformWebhook(
         child_id=request.query_params.get(WEBHOOK_CHILD_PARAM, ""),

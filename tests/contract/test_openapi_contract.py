@@ -1,0 +1,233 @@
+"""The app keeps the contract its OpenAPI document states, under generated input.
+
+Schemathesis reads the served document and runs its examples and coverage phases and a short
+derandomized fuzzing phase against the app in process (real database, fake Temporal), with
+every check: statuses, content types, headers and bodies as documented; schema-valid
+requests accepted, schema-violating ones refused; 405s with a complete ``Allow``.
+
+A few rules no schema can state are taught to the generator instead of excused from the
+checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
+request, a callback URL must name a public host, a webhook carries its child's token.
+Positive cases get such values (``before_call``); negative cases are left alone.
+
+The run goes through schemathesis's engine, the one its CLI drives (same phases, same
+checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
+9.2; one test per key then reports every failure at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from schemathesis import Case
+from schemathesis.config import SchemathesisConfig
+from schemathesis.engine import events, from_schema
+from schemathesis.hooks import HookContext
+from schemathesis.schemas import BaseSchema
+from temporalio.client import Client
+
+from orchestrator.api.cursors import encode_item_cursor, encode_run_cursor
+from orchestrator.api.deps import AppState
+from orchestrator.api.routes.runs import parse_idempotency_key
+from orchestrator.api.schemas import ActorRunRequest, CreateRunRequest
+from orchestrator.app import create_app
+from orchestrator.config.bootstrap import bundled_registry_text
+from orchestrator.config.settings import Settings
+from orchestrator.db.engine import build_engine, migrate
+from orchestrator.db.queries.registry import list_actors, load_registry_file, seed_registry
+from orchestrator.db.queries.runs import insert_run
+from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
+from orchestrator.platform.webhook_auth import (
+    WEBHOOK_CHILD_PARAM,
+    WEBHOOK_TOKEN_HEADER,
+    derive_webhook_token,
+)
+from orchestrator.service.auth import create_key
+from orchestrator.service.submission import build_run
+from tests.unit.api_harness import CALLBACK_KEY, FakeTemporal
+
+WORKSPACE = "ws_contract"
+#: Examples per operation in the fuzzing phase: the whole module stays well under two
+#: minutes on two cores (about 55 s for both keys, measured with other work running); the
+#: examples and coverage phases are not capped.
+FUZZ_EXAMPLES = 60
+
+
+@asynccontextmanager
+async def _no_lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    yield
+
+
+class _Handle:
+    async def signal(self, *_: Any) -> None:
+        """Pollers are not running here; the webhook's signal goes nowhere."""
+
+    async def cancel(self) -> None: ...
+
+
+class _Temporal(FakeTemporal):
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        return _Handle()
+
+
+class ContractApp:
+    def __init__(self, tmp: Path) -> None:
+        url = f"sqlite:///{tmp / 'contract.db'}"
+        self.engine = build_engine(url)
+        migrate(self.engine)
+        with self.engine.begin() as conn:
+            seed_registry(conn, load_registry_file(bundled_registry_text()))
+            self.admin_key = create_key(
+                conn, workspace_id=None, name="admin", callback_secret_key=CALLBACK_KEY
+            ).plaintext
+            self.workspace_key = create_key(
+                conn, workspace_id=WORKSPACE, name="contract", callback_secret_key=CALLBACK_KEY
+            ).plaintext
+        settings = Settings(database_url=url, callback_secret_key=CALLBACK_KEY)
+        self.app: FastAPI = create_app(settings)
+        # The ASGI client runs the lifespan, which would connect to Temporal; the state is
+        # set here instead, as in tests/unit/api_harness.
+        self.app.router.lifespan_context = _no_lifespan
+        self.app.state.orchestrator = AppState(
+            settings=settings, engine=self.engine, temporal=cast(Client, _Temporal())
+        )
+        with self.engine.begin() as conn:
+            request = CreateRunRequest(runs=[ActorRunRequest(actor="ultron-leadgen")])
+            run = build_run(request.to_command(), list_actors(conn), workspace_id=WORKSPACE)
+            insert_run(conn, run)
+        #: A child that exists, so valid webhooks get past the look-up.
+        self.child_id = run.children[0].id
+        self.webhook_secret = settings.webhook_secret.get_secret_value()
+        #: Idempotency-Key → fingerprint of the one body it was sent with.
+        self.idempotency: dict[str, str] = {}
+        #: Whether the run under way uses the admin key.
+        self.as_admin = False
+        self.app.state.contract = self
+
+
+@pytest.fixture
+def contract(tmp_path: Path) -> Iterator[ContractApp]:
+    """A database of each test's own: the admin run revokes keys it finds, for one."""
+    app = ContractApp(tmp_path)
+    yield app
+    app.engine.dispose()
+
+
+def _fingerprint(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _real_cursor(path: str, generated: str) -> str:
+    """A cursor of the kind the API hands out, derived from the generated one."""
+    n = len(generated)
+    if path == "/runs":
+        return encode_run_cursor((datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=n), "r"))
+    return encode_item_cursor({0: n, 1: n // 2})
+
+
+def _public_callback(url: str) -> str:
+    try:
+        check_callback_url(url)
+        return url
+    except UnsafeCallbackUrl:
+        return f"https://hooks.example.com/cb/{_fingerprint(url)[:12]}"
+
+
+@schemathesis.hook
+def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
+    """Positive cases get values for the rules the document cannot state (see above)."""
+    state = getattr(case.operation.schema.app, "state", None)  # None: not our app
+    contract: ContractApp | None = getattr(state, "contract", None)
+    if contract is None or case.meta is None or not case.meta.generation.mode.is_positive:
+        return
+    query = case.query or {}
+    cursor = query.get("cursor")
+    if isinstance(cursor, str) and cursor and not case.path.endswith("/events"):
+        query["cursor"] = _real_cursor(case.path, cursor)
+    body = case.body
+    callback = body.get("callbackWebhook") if isinstance(body, dict) else None
+    if isinstance(body, dict) and isinstance(callback, str):
+        body["callbackWebhook"] = _public_callback(callback)
+    if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
+        # An admin key names the workspace it submits for (the schema cannot say "required
+        # for some keys"); a workspace key never needs to.
+        body["workspaceId"] = body.get("workspaceId") or WORKSPACE
+    if case.path == "/webhooks/platform" and case.headers and case.query:
+        # Half the valid webhooks name the child that exists; all carry its real token.
+        child = str(case.query.get(WEBHOOK_CHILD_PARAM, ""))
+        if len(child) % 2 == 0:
+            case.query[WEBHOOK_CHILD_PARAM] = child = contract.child_id
+        case.headers[WEBHOOK_TOKEN_HEADER] = derive_webhook_token(contract.webhook_secret, child)
+    raw = case.headers.get("Idempotency-Key") if case.headers else None
+    if case.headers and isinstance(raw, str):
+        fingerprint = _fingerprint(body)
+        key = parse_idempotency_key(raw) or raw  # '"abc"' and 'abc' are one key to the API
+        if contract.idempotency.setdefault(key, fingerprint) != fingerprint:
+            fresh = f"k-{_fingerprint(raw, fingerprint)[:40]}"
+            contract.idempotency[fresh] = fingerprint
+            case.headers["Idempotency-Key"] = fresh
+
+
+def _load(contract: ContractApp, key: str, *, only: str | None = None) -> BaseSchema:
+    config = SchemathesisConfig.from_dict(
+        {
+            "seed": 20261201,
+            "workers": 1,
+            # No crash cache: a run replays nothing from an earlier one (and writes no files).
+            "cache": {"enabled": False},
+            "headers": {"Authorization": f"Bearer {key}"},
+            "generation": {"deterministic": True, "database": "none"},
+            "phases": {
+                "examples": {"enabled": True},
+                "coverage": {"enabled": True},
+                "fuzzing": {"enabled": True, "generation": {"max-examples": FUZZ_EXAMPLES}},
+                "stateful": {"enabled": False},
+            },
+        }
+    )
+    schema = schemathesis.openapi.from_asgi("/openapi.json", contract.app, config=config)
+    return schema if only is None else schema.include(path_regex=only)
+
+
+def _run(schema: BaseSchema) -> list[str]:
+    """Every failed check and every error of a whole run, described for the assertion."""
+    problems: list[str] = []
+    tested = 0
+    for event in from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            tested += len(event.recorder.interactions)
+            for case_id, checks in event.recorder.checks.items():
+                for check in checks:
+                    if check.failure_info is not None:
+                        failure = check.failure_info.failure
+                        case = event.recorder.cases[case_id].value
+                        problems.append(
+                            f"{event.phase.value} {case.method} {case.formatted_path}: "
+                            f"{failure.title}: {failure.message}\n{check.failure_info.code_sample}"
+                        )
+        elif isinstance(event, events.NonFatalError | events.FatalError):
+            problems.append(
+                f"error: {getattr(event, 'value', None) or getattr(event, 'exception', None)}"
+            )
+    assert tested > 0, "schemathesis sent no request"
+    return sorted(set(problems))
+
+
+def test_every_operation_keeps_the_contract_with_a_workspace_key(contract: ContractApp) -> None:
+    problems = _run(_load(contract, contract.workspace_key))
+    assert not problems, "\n\n".join(problems)
+
+
+def test_every_operation_keeps_the_contract_with_an_admin_key(contract: ContractApp) -> None:
+    contract.as_admin = True
+    problems = _run(_load(contract, contract.admin_key))
+    assert not problems, "\n\n".join(problems)
