@@ -177,48 +177,48 @@ def _cap_rules(actors: tuple[_ActorRule, ...]) -> list[dict[str, Any]]:
     return rules
 
 
+def _base_document(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    """The document FastAPI derives from the routes, with our limits and problem table."""
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    components: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
+    request = components.get("CreateRunRequest")
+    if request is not None:
+        runs = request["properties"]["runs"]
+        runs["maxItems"] = settings.max_runs_per_request
+        runs["description"] = (
+            f"The actor runs (at most {settings.max_runs_per_request} per request)."
+        )
+    actor_run = components.get("ActorRunRequest")
+    if actor_run is not None:
+        actor_input = actor_run["properties"]["input"]
+        actor_input["x-max-bytes"] = settings.max_input_bytes
+        actor_input["description"] = (
+            f"The actor's input (at most {settings.max_input_bytes} bytes as compact JSON)."
+        )
+    _declare_problems(schema.get("paths", {}))
+    components["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)
+    schema["info"]["x-limits"] = {
+        "maxBodyBytes": settings.max_body_bytes,
+        "maxRunsPerRequest": settings.max_runs_per_request,
+        "maxInputBytes": settings.max_input_bytes,
+    }
+    return schema
+
+
 def install_openapi(app: FastAPI, settings: Settings) -> None:
     base: dict[str, Any] = {}
     served: dict[tuple[_ActorRule, ...] | None, dict[str, Any]] = {}
 
-    def build_base() -> dict[str, Any]:
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
-        components: dict[str, Any] = schema.setdefault("components", {}).setdefault("schemas", {})
-        request = components.get("CreateRunRequest")
-        if request is not None:
-            runs = request["properties"]["runs"]
-            runs["maxItems"] = settings.max_runs_per_request
-            runs["description"] = (
-                f"The actor runs (at most {settings.max_runs_per_request} per request)."
-            )
-        actor_run = components.get("ActorRunRequest")
-        if actor_run is not None:
-            actor_input = actor_run["properties"]["input"]
-            actor_input["x-max-bytes"] = settings.max_input_bytes
-            actor_input["description"] = (
-                f"The actor's input (at most {settings.max_input_bytes} bytes as compact JSON)."
-            )
-        _declare_problems(schema.get("paths", {}))
-        components["Problem"] = Problem.model_json_schema(
-            ref_template="#/components/schemas/{model}"
-        )
-        for unused in ("HTTPValidationError", "ValidationError"):
-            components.pop(unused, None)
-        schema["info"]["x-limits"] = {
-            "maxBodyBytes": settings.max_body_bytes,
-            "maxRunsPerRequest": settings.max_runs_per_request,
-            "maxInputBytes": settings.max_input_bytes,
-        }
-        return schema
-
     def build() -> dict[str, Any]:
         if not base:
-            base.update(build_base())
+            base.update(_base_document(app, settings))
         actors = _registered_actors(app)
         if actors not in served:
             schema = copy.deepcopy(base)
