@@ -132,7 +132,7 @@ async def test_keep_partial_rows_is_stored_and_shown(sqlite_engine: Engine) -> N
     async with api_for(sqlite_engine) as api:
         headers = api.auth(api.admin_key)
         for flag in (None, False):
-            body = {"workspaceId": "ws_opts", "runs": [RUN]}
+            body: dict[str, Any] = {"workspaceId": "ws_opts", "runs": [RUN]}
             if flag is not None:
                 body["keepPartialRows"] = flag
             response = await api.client.post("/runs", json=body, headers=headers)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.lifecycle import ChildState
@@ -68,6 +68,11 @@ class PollerWorkflow:
             else:
                 aborted = await calls.abort_child(params.child_id)
                 result = PollerResult(child_id=params.child_id, state=aborted.state)
+        except ActivityError as err:
+            # A cancel that reaches an activity before it started comes back as its error.
+            if not (self._keep_partial and isinstance(err.cause, CancelledError)):
+                raise
+            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
         await self._report(params, result)
         return result
 
@@ -208,6 +213,8 @@ async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> 
     try:
         result = await calls.ingest_dataset(ingest, heartbeat_seconds)
     except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise  # the caller aborted meanwhile: the cancel path stops and ingests again
         reason = f"ingesting its partial rows failed: {err.cause}"
         message = f"{ingest.final_message}; {reason}" if ingest.final_message else reason
         await calls.record_child_outcome(ingest.child_id, state, message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.domain.follow import FollowPlan
+from orchestrator.domain.lifecycle import ChildState
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class StopChildResult:
     @property
     def ingest(self) -> IngestInput | None:
         """The ingest still to run before this child is final, if any."""
-        if self.state != "ingesting" or self.dataset_id is None:
+        if self.state != ChildState.INGESTING or self.dataset_id is None:
             return None
         return IngestInput(
             child_id=self.child_id,
