@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
 from temporalio import activity
 
+from orchestrator.db.engine import build_engine, migrate
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
@@ -22,6 +25,21 @@ from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script, permanent
 from tests.workflows.support import request, result_of, run_to_end, submit
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def own_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """SQLite, or PostgreSQL in this module's own database: other modules edit the shared
+    database's actor registry, which would send these requests to other actors."""
+    url = (
+        f"sqlite:///{tmp_path / 'orchestrator.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("module_postgres_url")
+    )
+    engine = build_engine(url)
+    migrate(engine)
+    yield engine
+    engine.dispose()
 
 
 def children(h: Harness, run_id: str) -> list[run_queries.ChildRecord]:
@@ -51,13 +69,10 @@ def assert_kept(h: Harness, child: run_queries.ChildRecord, items: int) -> None:
     assert stored_indexes(h, child.id) == list(range(items))
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 async def test_a_failed_run_keeps_its_rows_and_stays_failed(
-    make_harness: HarnessFactory, request_engine: Engine, database: str
+    make_harness: HarnessFactory, own_engine: Engine
 ) -> None:
-    async with make_harness(request_engine) as h:
+    async with make_harness(own_engine) as h:
         h.platform.scripts["ultron~leadgen"] = Script(
             items=12, final_status="FAILED", status_message="The actor crashed"
         )
@@ -105,13 +120,10 @@ async def test_the_backstop_keeps_the_rows_of_the_run_it_aborts(harness: Harness
     assert event_kinds(harness, run_id)["child.abort"] == 1
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
 async def test_a_caller_abort_keeps_the_rows_of_every_aborted_run_once(
-    make_harness: HarnessFactory, request_engine: Engine, database: str
+    make_harness: HarnessFactory, own_engine: Engine
 ) -> None:
-    async with make_harness(request_engine) as h:
+    async with make_harness(own_engine) as h:
         h.platform.scripts["ultron~leadgen"] = Script(items=15, polls_to_finish=10**9)
         run_id = await submit(h, request({"actor": "ultron-leadgen"}, {"actor": "ultron-leadgen"}))
         await eventually_async(
