@@ -91,6 +91,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             platform.poll_platform_run,
             platform.abort_child,
             platform.time_out_child,
+            platform.stop_child,
             ingest.ingest_dataset,
             records.record_child_outcome,
             records.finalize_run,

@@ -70,12 +70,15 @@ def test_skill_round_trip_with_a_signed_callback(stack: DevStack) -> None:
         assert payload["type"] == "scrape.run.finished"
         assert (data["runId"], data["workspaceId"], data["state"]) == (run_id, workspace, "partial")
         assert (data["skillId"], data["conversationId"]) == ("skill_run_e2e", "conv_e2e")
-        outcomes = [(c["state"], c["itemCount"], c["failureReason"]) for c in data["children"]]
-        assert outcomes == [("succeeded", 4, None), ("failed", 0, "Scripted failure")]
+        outcomes = [
+            (c["state"], c["itemCount"], c["partial"], c["failureReason"]) for c in data["children"]
+        ]
+        # The failed run's one row is kept (keepPartialRows defaults to true).
+        assert outcomes == [("succeeded", 4, False, None), ("failed", 1, True, "Scripted failure")]
         assert data["links"]["items"] == f"{base}/runs/{run_id}/items"
 
         items = api.get(data["links"]["items"], params={"format": "ndjson"})
-        assert len(items.text.splitlines()) == 4
+        assert len(items.text.splitlines()) == 5
         events = eventually(
             lambda: (
                 [

@@ -134,7 +134,8 @@ async def _api_for(engine: Engine, **overrides: Any) -> AsyncIterator[Api]:
         **overrides,
     )
     with engine.begin() as conn:
-        seed_registry(conn, load_registry_file(bundled_registry_text()))
+        # Overwrite: a test before this one may have edited the shared database's registry.
+        seed_registry(conn, load_registry_file(bundled_registry_text()), overwrite=True)
         admin = create_key(conn, workspace_id=None, name="admin", callback_secret_key=CALLBACK_KEY)
     app = create_app(settings)
     temporal = FakeTemporal()

@@ -96,6 +96,29 @@ async def test_an_ingest_of_a_finished_child_reads_nothing(engine: Engine) -> No
     assert again.items == 3 and platform.page_calls == calls
 
 
+async def test_an_ingest_of_kept_rows_ends_the_child_in_its_final_state(engine: Engine) -> None:
+    platform = FakePlatform()
+    run_id, cid = await ingesting_child(engine, platform, items=9)
+    child = get_child(engine, cid)
+    assert child.dataset_id is not None
+    result = await ActivityEnvironment().run(
+        IngestActivities(deps(engine, platform)).ingest_dataset,
+        IngestInput(
+            child_id=cid,
+            dataset_id=child.dataset_id,
+            final_state="aborted",
+            final_message="aborted by the caller",
+        ),
+    )
+    assert result.items == 9
+    ended = get_child(engine, cid)
+    assert ended.state is ChildState.ABORTED and ended.items_ingested == 9 and ended.partial
+    assert ended.status_message == "aborted by the caller"
+    with engine.connect() as conn:
+        run = run_queries.get_run(conn, run_id)
+    assert run is not None and run.items_total == 9
+
+
 async def test_an_outcome_is_recorded_and_the_header_finalised(engine: Engine) -> None:
     run_id, (first, second) = store_request(engine, {}, {})
     records = RecordActivities(deps(engine, FakePlatform()))

@@ -32,6 +32,7 @@ from orchestrator.workflows.types import (
     AbortChildInput,
     PollInput,
     StartChildInput,
+    StopChildInput,
     TimeOutChildInput,
 )
 
@@ -303,3 +304,84 @@ async def test_every_stored_option_reaches_the_platform_start(engine: Engine) ->
             memory_mb=512, timeout_sec=60, build="beta", max_items=7, max_total_charge_usd=1.25
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("keep_partial", "flag", "recorded", "partial_state"),
+    [
+        (True, True, ChildState.INGESTING, "failed"),
+        (True, False, ChildState.FAILED, None),  # the request turned it off
+        (False, True, ChildState.FAILED, None),  # a poller from before partial rows
+    ],
+)
+async def test_a_failed_run_is_ingested_first_when_its_rows_are_kept(
+    engine: Engine,
+    keep_partial: bool,
+    flag: bool,
+    recorded: ChildState,
+    partial_state: str | None,
+) -> None:
+    platform = FakePlatform()
+    _, (cid,) = store_request(engine, {}, keep_partial_rows=flag)
+    pid = await platform_run(platform, cid, Script(final_status="FAILED", status_message="boom"))
+    set_state(engine, cid, ChildState.RUNNING, platform_run_id=pid, dataset_id=f"ds-{pid}")
+    result = await ActivityEnvironment().run(
+        activities(engine, platform).poll_platform_run,
+        PollInput(child_id=cid, platform_run_id=pid, keep_partial=keep_partial),
+    )
+    assert result.terminal and not result.succeeded
+    assert (result.child_state, result.partial_state) == (recorded.value, partial_state)
+    polled = child(engine, cid)
+    assert polled.state is recorded and polled.status_message == "boom"
+
+
+async def test_stopping_a_child_that_keeps_rows_leaves_it_ingesting_once(engine: Engine) -> None:
+    platform = FakePlatform()
+    run_id, (cid,) = store_request(engine, {})
+    pid = await platform_run(platform, cid, Script(polls_to_finish=10**9))
+    set_state(engine, cid, ChildState.RUNNING, platform_run_id=pid, dataset_id=f"ds-{pid}")
+    stop = activities(engine, platform).stop_child
+    params = StopChildInput(child_id=cid, state="aborted", message="aborted by the caller")
+    first = await ActivityEnvironment().run(stop, params)
+    assert first.state == "ingesting" and platform.runs[pid].aborted
+    assert first.ingest is not None
+    assert (first.ingest.final_state, first.ingest.dataset_id) == ("aborted", f"ds-{pid}")
+    assert first.ingest.final_message == "aborted by the caller (platform status ABORTED)"
+    assert child(engine, cid).state is ChildState.INGESTING
+    # The other side of the race (poller and master's sweep): the same ingest, no new abort.
+    reads = platform.runs[pid].reads
+    second = await ActivityEnvironment().run(stop, params)
+    assert second.ingest is not None and second.ingest.final_state == "aborted"
+    assert platform.runs[pid].reads == reads and kinds(engine, run_id)["child.abort"] == 1
+
+
+async def test_stopping_keeps_a_failed_run_failed(engine: Engine) -> None:
+    platform = FakePlatform()
+    _, (cid,) = store_request(engine, {})
+    pid = await platform_run(platform, cid, Script(final_status="FAILED"))
+    set_state(engine, cid, ChildState.RUNNING, platform_run_id=pid, dataset_id=f"ds-{pid}")
+    set_state(
+        engine, cid, ChildState.INGESTING, platform_status="FAILED", status_message="it crashed"
+    )
+    result = await ActivityEnvironment().run(
+        activities(engine, platform).stop_child,
+        StopChildInput(child_id=cid, state="aborted", message="aborted by the caller"),
+    )
+    assert result.ingest is not None
+    assert (result.ingest.final_state, result.ingest.final_message) == ("failed", "it crashed")
+    assert not platform.runs[pid].aborted
+
+
+async def test_stopping_without_kept_rows_ends_the_child_at_once(engine: Engine) -> None:
+    platform = FakePlatform()
+    run_id, (cid,) = store_request(engine, {}, keep_partial_rows=False)
+    pid = await platform_run(platform, cid, Script(polls_to_finish=10**9))
+    set_state(engine, cid, ChildState.RUNNING, platform_run_id=pid, dataset_id=f"ds-{pid}")
+    result = await ActivityEnvironment().run(
+        activities(engine, platform).stop_child,
+        StopChildInput(child_id=cid, state="timed_out", message="past its cap"),
+    )
+    assert result.state == "timed_out" and result.ingest is None
+    stopped = child(engine, cid)
+    assert stopped.state is ChildState.TIMED_OUT and stopped.platform_status == "ABORTED"
+    assert kinds(engine, run_id)["child.abort"] == 1

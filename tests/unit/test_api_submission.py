@@ -126,6 +126,32 @@ def test_fingerprints_are_those_stored_before_the_command_type_existed() -> None
     assert request_hash(minimal, "ws_b") == expected_minimal
     changed = SubmitRequest(runs=(ActorRun(actor="a", options=RunOptions(max_items=5)),))
     assert request_hash(changed, "ws_b") != expected_minimal
+    # keepPartialRows is named only when off: its default leaves stored fingerprints as they were.
+    kept = SubmitRequest(runs=(ActorRun(actor="a"),), keep_partial_rows=True)
+    assert request_hash(kept, "ws_b") == expected_minimal
+    dropped = SubmitRequest(runs=(ActorRun(actor="a"),), keep_partial_rows=False)
+    assert request_hash(dropped, "ws_b") != expected_minimal
+
+
+async def test_keep_partial_rows_is_stored_and_shown(sqlite_engine: Engine) -> None:
+    async with api_for(sqlite_engine) as api:
+        headers = api.auth(api.admin_key)
+        for flag in (None, False):
+            body: dict[str, Any] = {"workspaceId": "ws_opts", "runs": [RUN]}
+            if flag is not None:
+                body["keepPartialRows"] = flag
+            response = await api.client.post("/runs", json=body, headers=headers)
+            assert response.status_code == 202, response.text
+            run_id = response.json()["runId"]
+            view = (await api.client.get(f"/runs/{run_id}", headers=headers)).json()
+            assert view["keepPartialRows"] is (flag is None)
+            assert view["children"][0]["partial"] is False
+        refused = await api.client.post(
+            "/runs",
+            json={"workspaceId": "ws_opts", "runs": [RUN], "keepPartialRows": "maybe"},
+            headers=headers,
+        )
+        assert refused.status_code == 422
 
 
 async def test_without_the_workflow_engine_submit_and_abort_are_503(sqlite_engine: Engine) -> None:

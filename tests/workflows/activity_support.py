@@ -32,7 +32,9 @@ def worker_config(**overrides: Any) -> ActivityConfig:
     return activity_config(Settings(_env_file=None, **(TEST_CONFIG | overrides)))
 
 
-def store_request(engine: Engine, *options: dict[str, Any]) -> tuple[str, list[str]]:
+def store_request(
+    engine: Engine, *options: dict[str, Any], keep_partial_rows: bool = True
+) -> tuple[str, list[str]]:
     """A queued request with one pending child per ``options``; its id and child ids."""
     run_id = new_run_id()
     children = [
@@ -53,6 +55,7 @@ def store_request(engine: Engine, *options: dict[str, Any]) -> tuple[str, list[s
         skill_run_id=None,
         callback_url=None,
         children=tuple(children),
+        keep_partial_rows=keep_partial_rows,
     )
     with engine.begin() as conn:
         run_queries.insert_run(conn, run)

@@ -80,6 +80,7 @@ def callback_payload(
                     "state": c.state.value,
                     "platformStatus": c.platform_status,
                     "itemCount": c.items_ingested,
+                    "partial": c.partial,
                     "failureReason": c.status_message if c.state in _FAILED_CHILD_STATES else None,
                 }
                 for c in children

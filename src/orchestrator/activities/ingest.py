@@ -72,11 +72,17 @@ class IngestActivities:
                 data={"offset": offset, "attempt": activity.info().attempt},
             )
         end, pages = await self._copy_pages(run, child, params.dataset_id, offset)
+        final = ChildState(params.final_state or ChildState.SUCCEEDED)
+        if final is ChildState.SUCCEEDED:
+            message = f"actor run {child.idx} ({child.actor}): {end} item(s) ingested"
+        else:
+            message = f"actor run {child.idx} ({child.actor}): {end} item(s) kept; it {final}"
         await deps.tx(
             run_queries.transition_child,
             child.id,
-            ChildState.SUCCEEDED,
-            message=f"actor run {child.idx} ({child.actor}): {end} item(s) ingested",
+            final,
+            message=message,
+            status_message=params.final_message,
         )
         return IngestResult(child_id=child.id, items=end, pages=pages)
 

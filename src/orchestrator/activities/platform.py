@@ -54,6 +54,8 @@ from orchestrator.workflows.types import (
     PollResult,
     StartChildInput,
     StartChildResult,
+    StopChildInput,
+    StopChildResult,
     TimeOutChildInput,
 )
 
@@ -291,6 +293,10 @@ class PlatformActivities:
 
         terminal = is_platform_terminal(run.status)
         new_state = child_state_for_platform_terminal(run.status) if terminal else None
+        # A run that did not succeed but keeps its rows is ``ingesting`` until they are in.
+        partial_state = await self._partial_state(child, new_state, params.keep_partial)
+        if partial_state is not None:
+            new_state = ChildState.INGESTING
 
         def record(conn: Connection) -> None:
             lock_run_events(conn, child.run_id)  # before any row write; see events.py
@@ -319,7 +325,25 @@ class PlatformActivities:
             succeeded=run.status == PlatformStatus.SUCCEEDED,
             status_message=run.status_message,
             child_state=new_state.value if new_state else None,
+            partial_state=partial_state.value if partial_state else None,
         )
+
+    async def _keeps_rows(self, child: run_queries.ChildRecord) -> bool:
+        """Whether this child's rows are ingested although its run did not succeed."""
+        if child.dataset_id is None:
+            return False
+        run = await self._deps.read(run_queries.get_run, child.run_id)
+        return run is not None and run.keep_partial_rows
+
+    async def _partial_state(
+        self, child: run_queries.ChildRecord, new_state: ChildState | None, wanted: bool
+    ) -> ChildState | None:
+        """The final state of a run that ended without success whose rows are kept first."""
+        if not wanted or new_state is None or new_state is ChildState.INGESTING:
+            return None
+        if child.state.terminal or not await self._keeps_rows(child):
+            return None
+        return new_state
 
     async def _abort_and_confirm(self, platform_run_id: str) -> PlatformRun | None:
         """Abort a platform run and wait for its final status (it may pass through ABORTING
@@ -344,14 +368,16 @@ class PlatformActivities:
         state: ChildState,
         message: str,
         run: PlatformRun | None,
+        *,
+        abort_sent: bool = True,
     ) -> None:
         """Record the abort sent to the platform (if the child had a run) and the final
-        state, in one transaction."""
+        state (or ``ingesting``, when its rows are kept first), in one transaction."""
         status = run.status if run is not None else None
 
         def record(conn: Connection) -> None:
             lock_run_events(conn, child.run_id)  # before any row write; see events.py
-            if child.platform_run_id is not None:
+            if child.platform_run_id is not None and abort_sent:
                 append_event(
                     conn,
                     child.run_id,
@@ -396,3 +422,42 @@ class PlatformActivities:
         if child.platform_run_id is not None:
             run = await self._abort_and_confirm(child.platform_run_id)
         await self._end_child(child, ChildState.TIMED_OUT, params.message, run)
+
+    @activity.defn(name="stop_child")
+    async def stop_child(self, params: StopChildInput) -> StopChildResult:
+        """Stop a child (the caller aborted, or its cap passed): abort its platform run and
+        confirm the final status; then either end it in ``params.state`` or, when its rows
+        are kept, record ``ingesting`` and say which ingest ends it.
+
+        Idempotent, and safe to run twice at once (the poller and the master's sweep): a
+        child already ``ingesting`` is not aborted again and gets the same answer.
+        """
+        child = await self._reload(params.child_id)
+        plan = follow_plan(child.options, self._deps.config.follow)
+        if child.state.terminal:
+            return StopChildResult(child.id, child.state.value, plan.ingest_heartbeat_seconds)
+        state = ChildState(params.state)
+        message = params.message
+        run = None
+        abort_sent = child.state is not ChildState.INGESTING
+        if child.platform_run_id is not None and abort_sent:
+            run = await self._abort_and_confirm(child.platform_run_id)
+            if run is not None:
+                message = f"{message} (platform status {run.status})"
+        elif child.state is ChildState.INGESTING and child.platform_status is not None:
+            # Its run had ended by itself: a failed run stays failed, with its own message.
+            ended = child_state_for_platform_terminal(child.platform_status)
+            if ended is ChildState.FAILED:
+                state, message = ended, child.status_message or message
+        if not (params.keep_partial and await self._keeps_rows(child)):
+            await self._end_child(child, state, message, run, abort_sent=abort_sent)
+            return StopChildResult(child.id, state.value, plan.ingest_heartbeat_seconds)
+        await self._end_child(child, ChildState.INGESTING, message, run, abort_sent=abort_sent)
+        return StopChildResult(
+            child.id,
+            ChildState.INGESTING.value,
+            plan.ingest_heartbeat_seconds,
+            final_state=state.value,
+            final_message=message,
+            dataset_id=child.dataset_id,
+        )

@@ -112,6 +112,11 @@ class CreateRunRequest(ApiModel):
     runs: list[ActorRunRequest] = Field(
         min_length=1, description="The actor runs (at most `maxRunsPerRequest`)."
     )
+    keep_partial_rows: bool = Field(
+        default=True,
+        description="Keep the rows of actor runs that fail, time out or are aborted: their "
+        "datasets are ingested before they end (`partial: true` on such a child).",
+    )
 
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
@@ -123,6 +128,7 @@ class CreateRunRequest(ApiModel):
             conversation_id=self.conversation_id,
             skill_id=self.skill_id,
             callback_webhook=self.callback_webhook,
+            keep_partial_rows=self.keep_partial_rows,
         )
 
     model_config = ConfigDict(
@@ -199,6 +205,10 @@ class ChildView(ApiModel):
     platform_status: str | None
     status_message: str | None
     items_ingested: int
+    partial: bool = Field(
+        default=False,
+        description="It kept rows (`itemsIngested`) although it did not succeed.",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -229,6 +239,7 @@ class RunView(ApiModel):
     updated_at: datetime
     finished_at: datetime | None
     children: list[ChildView]
+    keep_partial_rows: bool = True
 
 
 class RunSummary(ApiModel):

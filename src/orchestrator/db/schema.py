@@ -46,6 +46,8 @@ scrape_runs = Table(
     Column("callback_url", Text),
     Column("state", String(16), nullable=False),
     Column("aborted", Integer, nullable=False, default=0),
+    # 0007: children that did not succeed still have their rows ingested (issue 11).
+    Column("keep_partial_rows", Integer, nullable=False, default=1, server_default="1"),
     Column("children_total", Integer, nullable=False),
     Column("children_succeeded", Integer, nullable=False, default=0),
     Column("children_failed", Integer, nullable=False, default=0),

@@ -94,6 +94,12 @@ def is_platform_terminal(status: str) -> bool:
     return status in PLATFORM_TERMINAL
 
 
+def is_partial(state: ChildState, items_ingested: int) -> bool:
+    """A child that kept rows without succeeding (a failed, timed-out or aborted run whose
+    dataset was ingested all the same)."""
+    return state is not ChildState.SUCCEEDED and items_ingested > 0
+
+
 def child_state_for_platform_terminal(status: str) -> ChildState:
     """The child state that a terminal platform status leads to (before ingestion)."""
     if status == PlatformStatus.SUCCEEDED:

@@ -32,6 +32,8 @@ class SubmitRequest:
     conversation_id: str | None = None
     skill_id: str | None = None
     callback_webhook: str | None = None
+    #: Children that fail, time out or are aborted still have their rows ingested.
+    keep_partial_rows: bool = True
 
 
 #: Reads the body, or returns None as soon as it is known to exceed the given byte count.

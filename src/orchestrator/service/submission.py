@@ -132,7 +132,7 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
     received it with defaults filled in, which keeps fingerprints stored before this
     function existed valid.
     """
-    return {
+    document: dict[str, Any] = {
         "workspaceId": workspace_id,
         "conversationId": command.conversation_id,
         "skillId": command.skill_id,
@@ -151,6 +151,11 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
             for spec in command.runs
         ],
     }
+    # Only when it differs from the default, so fingerprints stored before the flag existed
+    # still match the same request.
+    if not command.keep_partial_rows:
+        document["keepPartialRows"] = False
+    return document
 
 
 def request_hash(command: SubmitRequest, workspace_id: str) -> str:
@@ -208,6 +213,7 @@ def build_run(
         idempotency_key=idempotency_key,
         request_hash=fingerprint,
         children=tuple(children),
+        keep_partial_rows=command.keep_partial_rows,
     )
 
 

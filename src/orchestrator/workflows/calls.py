@@ -35,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         PollResult,
         StartChildInput,
         StartChildResult,
+        StopChildInput,
+        StopChildResult,
         TimeOutChildInput,
     )
 
@@ -77,6 +79,19 @@ async def time_out_child(child_id: str, message: str) -> None:
     await workflow.execute_activity_method(
         PlatformActivities.time_out_child,
         TimeOutChildInput(child_id=child_id, message=message),
+        start_to_close_timeout=policies.ABORT_TIMEOUT,
+        retry_policy=policies.ABORT_RETRY,
+    )
+
+
+async def stop_child(
+    child_id: str, state: ChildState, message: str, *, keep_partial: bool = True
+) -> StopChildResult:
+    return await workflow.execute_activity_method(
+        PlatformActivities.stop_child,
+        StopChildInput(
+            child_id=child_id, state=state.value, message=message, keep_partial=keep_partial
+        ),
         start_to_close_timeout=policies.ABORT_TIMEOUT,
         retry_policy=policies.ABORT_RETRY,
     )

@@ -58,7 +58,8 @@ INGEST_RETRY = RetryPolicy(
 )
 INGEST_TIMEOUT = timedelta(hours=2)
 
-# abort_child (caller aborted) and time_out_child (past the cap): abort, then confirm.
+# stop_child (caller aborted, past the cap; abort_child and time_out_child before it):
+# abort, then confirm.
 ABORT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),

@@ -6,8 +6,10 @@ signal only wakes it, so a lost, duplicated, early or forged webhook changes not
 timing. The first look and every interval poll long-poll (``waitForFinish``) for a few
 seconds, so a run ending meanwhile is seen at once. Past its cap (the run's own timeout
 plus a grace period) the platform run is aborted and the child ends ``timed_out``.
-Cancelled (the caller aborted), it aborts the platform run and records ``aborted``. Long
-waits continue-as-new before the history grows large.
+Cancelled (the caller aborted), it aborts the platform run and records ``aborted``. A run
+that did not succeed (failed, timed out, aborted) has its dataset ingested first, unless the
+request turned that off (``keepPartialRows``). Long waits continue-as-new before the history
+grows large.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.lifecycle import ChildState
@@ -39,12 +41,17 @@ CHILD_FINISHED_SIGNAL = "child_finished"
 # Pollers that reach their cap from here on abort the platform run (time_out_child) instead
 # of only recording timed_out; histories from before replay the old path.
 TIME_OUT_ABORTS_PATCH = "time-out-aborts-platform-run"
+# From here on a child whose run did not succeed (failed, timed out, aborted by the caller or
+# past its cap) has its dataset ingested before it ends; histories from before replay the
+# old paths, which end such a child at once.
+PARTIAL_ROWS_PATCH = "keep-partial-rows"
 
 
 @workflow.defn(name=POLLER_WORKFLOW)
 class PollerWorkflow:
     def __init__(self) -> None:
         self._signalled = False
+        self._keep_partial = False
 
     @workflow.signal(name=PLATFORM_SIGNAL)
     def platform_signal(self, signal: PlatformSignal) -> None:
@@ -52,11 +59,20 @@ class PollerWorkflow:
 
     @workflow.run
     async def run(self, params: PollerInput) -> PollerResult:
+        self._keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
         try:
             result = await self._follow(params)
         except asyncio.CancelledError:
-            aborted = await calls.abort_child(params.child_id)
-            result = PollerResult(child_id=params.child_id, state=aborted.state)
+            if self._keep_partial:
+                result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
+            else:
+                aborted = await calls.abort_child(params.child_id)
+                result = PollerResult(child_id=params.child_id, state=aborted.state)
+        except ActivityError as err:
+            # A cancel that reaches an activity before it started comes back as its error.
+            if not (self._keep_partial and isinstance(err.cause, CancelledError)):
+                raise
+            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
         await self._report(params, result)
         return result
 
@@ -77,6 +93,14 @@ class PollerWorkflow:
         final = await self._poll_until_final(params)
         if final is None:
             return await self._timed_out(params)
+        if final.partial_state is not None:
+            partial = IngestInput(
+                child_id=params.child_id,
+                dataset_id=params.dataset_id,
+                final_state=final.partial_state,
+                final_message=final.status_message or None,
+            )
+            return await ingest_partial_rows(partial, params.ingest_heartbeat_seconds)
         if not final.succeeded:
             return PollerResult(
                 child_id=params.child_id, state=final.child_state or ChildState.FAILED.value
@@ -108,6 +132,7 @@ class PollerWorkflow:
                     platform_run_id=params.platform_run_id,
                     wait_secs=wait,
                     reason=reason,
+                    keep_partial=self._keep_partial,
                 )
             )
             polls += 1
@@ -146,6 +171,8 @@ class PollerWorkflow:
 
     async def _timed_out(self, params: PollerInput) -> PollerResult:
         message = f"no final status from the platform within {params.cap_seconds:.0f} s"
+        if self._keep_partial:
+            return await self._stop(params, ChildState.TIMED_OUT, message)
         if not workflow.patched(TIME_OUT_ABORTS_PATCH):
             await calls.record_child_outcome(params.child_id, ChildState.TIMED_OUT, message)
         else:
@@ -159,3 +186,37 @@ class PollerWorkflow:
                     f"{message}; aborting the platform run failed: {err.cause}",
                 )
         return PollerResult(child_id=params.child_id, state=ChildState.TIMED_OUT.value)
+
+    async def _stop(self, params: PollerInput, state: ChildState, message: str) -> PollerResult:
+        """Abort the platform run (caller abort, cap), keep its rows if the request does,
+        then end the child in ``state``."""
+        try:
+            stopped = await calls.stop_child(params.child_id, state, message)
+        except ActivityError as err:
+            # The platform never confirmed the abort: we stop watching all the same.
+            await calls.record_child_outcome(
+                params.child_id, state, f"{message}; aborting the platform run failed: {err.cause}"
+            )
+            return PollerResult(child_id=params.child_id, state=state.value)
+        ingest = stopped.ingest
+        if ingest is None:
+            return PollerResult(child_id=params.child_id, state=stopped.state)
+        return await ingest_partial_rows(ingest, stopped.ingest_heartbeat_seconds)
+
+
+async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> PollerResult:
+    """Ingest the rows of a run that did not succeed, then (in the same activity) record its
+    final state. If the ingest fails, the child still ends in that state, with the rows
+    stored so far; the failure is in its status message and events. Shared with the
+    master's abort sweep (children without a poller)."""
+    state = ChildState(ingest.final_state or ChildState.FAILED)
+    try:
+        result = await calls.ingest_dataset(ingest, heartbeat_seconds)
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise  # the caller aborted meanwhile: the cancel path stops and ingests again
+        reason = f"ingesting its partial rows failed: {err.cause}"
+        message = f"{ingest.final_message}; {reason}" if ingest.final_message else reason
+        await calls.record_child_outcome(ingest.child_id, state, message)
+        return PollerResult(child_id=ingest.child_id, state=state.value)
+    return PollerResult(child_id=ingest.child_id, state=state.value, items=result.items)

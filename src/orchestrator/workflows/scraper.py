@@ -24,7 +24,12 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.ids import poller_workflow_id
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import calls
-    from orchestrator.workflows.poller import CHILD_FINISHED_SIGNAL, PollerWorkflow
+    from orchestrator.workflows.poller import (
+        CHILD_FINISHED_SIGNAL,
+        PARTIAL_ROWS_PATCH,
+        PollerWorkflow,
+        ingest_partial_rows,
+    )
     from orchestrator.workflows.types import (
         ChildFinished,
         OrchestratorInput,
@@ -105,6 +110,7 @@ class ScraperOrchestrator:
     async def _abort(self, params: OrchestratorInput) -> None:
         """The caller aborted: cancel the pollers (each aborts its platform run), and sweep
         every child, since one may be between its start and its poller."""
+        keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
         for child_id in self._pollers:
             if child_id not in self._finished:
                 handle = workflow.get_external_workflow_handle(poller_workflow_id(child_id))
@@ -112,7 +118,34 @@ class ScraperOrchestrator:
                     await handle.cancel()
                 except Exception:  # the poller may have just finished; the sweep covers it
                     workflow.logger.info("poller of %s could not be cancelled", child_id)
-        await asyncio.gather(*(calls.abort_child(cid) for cid in params.child_ids))
+        if not keep_partial:
+            await asyncio.gather(*(calls.abort_child(cid) for cid in params.child_ids))
+            return
+        await asyncio.gather(*(self._sweep(cid) for cid in params.child_ids))
+        # Pollers still ingesting kept rows report when they are done.
+        expected = set(params.child_ids)
+        await workflow.wait_condition(lambda: expected <= self._finished.keys())
+
+    async def _sweep(self, child_id: str) -> None:
+        """Stop one child after an abort. Its rows, if kept, are ingested by its poller, or
+        here when it has none (it was aborted between its start and its poller)."""
+        message = "aborted by the caller"
+        try:
+            stopped = await calls.stop_child(child_id, ChildState.ABORTED, message)
+        except ActivityError as err:
+            await calls.record_child_outcome(
+                child_id,
+                ChildState.ABORTED,
+                f"{message}; aborting the platform run failed: {_cause(err)}",
+            )
+            self._finished[child_id] = ChildState.ABORTED.value
+            return
+        ingest = stopped.ingest
+        if ingest is None:
+            self._finished.setdefault(child_id, stopped.state)
+        elif child_id not in self._pollers:
+            done = await ingest_partial_rows(ingest, stopped.ingest_heartbeat_seconds)
+            self._finished[child_id] = done.state
 
 
 def _cause(err: BaseException) -> str:

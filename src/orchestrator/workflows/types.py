@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.domain.follow import FollowPlan
+from orchestrator.domain.lifecycle import ChildState
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ class PollInput:
     platform_run_id: str
     wait_secs: int = 0
     reason: str = "poll"
+    # Set by pollers that ingest the rows of runs that did not succeed (older ones do not).
+    keep_partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,19 @@ class PollResult:
     succeeded: bool = False
     status_message: str | None = None
     child_state: str | None = None
+    # The run did not succeed but its rows are kept: the child is ``ingesting`` and ends in
+    # this state once its dataset is ingested.
+    partial_state: str | None = None
 
 
 @dataclass(frozen=True)
 class IngestInput:
     child_id: str
     dataset_id: str
+    # The state recorded once every row is stored: succeeded unless the run did not succeed
+    # (partial rows), then failed / timed_out / aborted with this status message.
+    final_state: str | None = None
+    final_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +200,41 @@ class AbortChildInput:
 class AbortChildResult:
     child_id: str
     state: str
+
+
+@dataclass(frozen=True)
+class StopChildInput:
+    """Stop a child (caller abort, cap reached): abort its platform run, then end it in
+    ``state``, or keep its rows first (``keep_partial`` and the request's flag)."""
+
+    child_id: str
+    state: str
+    message: str
+    keep_partial: bool = True
+
+
+@dataclass(frozen=True)
+class StopChildResult:
+    child_id: str
+    # ``ingesting``: its rows are to be ingested (dataset_id), then ``final_state`` recorded
+    # with ``final_message``.
+    state: str
+    ingest_heartbeat_seconds: float
+    final_state: str | None = None
+    final_message: str | None = None
+    dataset_id: str | None = None
+
+    @property
+    def ingest(self) -> IngestInput | None:
+        """The ingest still to run before this child is final, if any."""
+        if self.state != ChildState.INGESTING or self.dataset_id is None:
+            return None
+        return IngestInput(
+            child_id=self.child_id,
+            dataset_id=self.dataset_id,
+            final_state=self.final_state,
+            final_message=self.final_message,
+        )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> Ch
         platform_status=child.platform_status,
         status_message=child.status_message,
         items_ingested=child.items_ingested,
+        partial=child.partial,
         created_at=child.created_at,
         started_at=child.started_at,
         finished_at=child.finished_at,
@@ -53,6 +54,7 @@ def run_view(
         updated_at=run.updated_at,
         finished_at=run.finished_at,
         children=[child_view(c, calls.get(c.id)) for c in children],
+        keep_partial_rows=run.keep_partial_rows,
     )
 
 

@@ -22,6 +22,7 @@ from orchestrator.domain.lifecycle import (
     ChildState,
     RunState,
     child_transition_allowed,
+    is_partial,
     roll_up,
     run_is_terminal,
 )
@@ -47,6 +48,7 @@ class NewRun:
     idempotency_key: str | None = None
     request_hash: str | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
+    keep_partial_rows: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class RunRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    keep_partial_rows: bool = True
 
     @property
     def terminal(self) -> bool:
@@ -92,6 +95,7 @@ class RunRecord:
             created_at=as_utc(row["created_at"]) or utcnow(),
             updated_at=as_utc(row["updated_at"]) or utcnow(),
             finished_at=as_utc(row["finished_at"]),
+            keep_partial_rows=bool(row["keep_partial_rows"]),
         )
 
 
@@ -115,6 +119,11 @@ class ChildRecord:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @property
+    def partial(self) -> bool:
+        """It kept rows but did not succeed (derived, never stored)."""
+        return is_partial(self.state, self.items_ingested)
 
     @classmethod
     def from_row(cls, row: RowMapping) -> ChildRecord:
@@ -152,6 +161,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             callback_url=run.callback_url,
             state=RunState.QUEUED.value,
             aborted=0,
+            keep_partial_rows=int(run.keep_partial_rows),
             children_total=len(run.children),
             children_succeeded=0,
             children_failed=0,
