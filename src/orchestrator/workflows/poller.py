@@ -39,6 +39,9 @@ CHILD_FINISHED_SIGNAL = "child_finished"
 # Pollers that reach their cap from here on abort the platform run (time_out_child) instead
 # of only recording timed_out; histories from before replay the old path.
 TIME_OUT_ABORTS_PATCH = "time-out-aborts-platform-run"
+# Pollers from here on settle the run's usage after its end (and any ingest), before they
+# report; histories from before replay without it.
+SETTLE_USAGE_PATCH = "settle-usage-after-end"
 
 
 @workflow.defn(name=POLLER_WORKFLOW)
@@ -57,8 +60,19 @@ class PollerWorkflow:
         except asyncio.CancelledError:
             aborted = await calls.abort_child(params.child_id)
             result = PollerResult(child_id=params.child_id, state=aborted.state)
+        if workflow.patched(SETTLE_USAGE_PATCH):
+            await self._settle_usage(params)
         await self._report(params, result)
         return result
+
+    async def _settle_usage(self, params: PollerInput) -> None:
+        """Read the ended run's usage until it settles (after the ingest, so rows are never
+        delayed; before the report, so the request's callback carries the final figure).
+        Spend is informational: failing to settle it changes no state."""
+        try:
+            await calls.settle_usage(params.child_id)
+        except ActivityError as err:
+            workflow.logger.warning("usage of %s did not settle: %s", params.child_id, err.cause)
 
     async def _report(self, params: PollerInput, result: PollerResult) -> None:
         if not params.parent_workflow_id:
