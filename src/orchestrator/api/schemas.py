@@ -9,7 +9,7 @@ a body into the service's command type, so nothing below the API sees this wire 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
@@ -195,6 +195,20 @@ class ChildView(ApiModel):
         description="Platform API calls made for this actor run, by kind "
         "(start, lookup, status, datasetPage, abort); the HTTP client's own retries count once.",
     )
+    usage_total_usd: float | None = Field(
+        default=None,
+        description="What this platform run cost (the platform's usageTotalUsd), the highest "
+        "figure read so far; null before a read had one. Final once `usageSettled`.",
+    )
+    charged_event_counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Events charged by a pay-per-event actor, by event name.",
+    )
+    usage_settled: bool = Field(
+        default=False,
+        description="The figures were read again after the run ended until they stopped "
+        "changing: they are final.",
+    )
 
 
 class RunCounts(ApiModel):
@@ -216,6 +230,13 @@ class RunView(ApiModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    usage_total_usd: float = Field(
+        default=0.0, description="What the request has cost: the sum of its children's figures."
+    )
+    usage_settled: bool = Field(
+        default=False,
+        description="Every child that reached the platform has a settled (final) figure.",
+    )
     children: list[ChildView]
 
 
@@ -366,6 +387,28 @@ class CreatedKey(KeyView):
 
 class KeyList(ApiModel):
     keys: list[KeyView]
+
+
+class ActorUsageView(ApiModel):
+    actor: str
+    usage_total_usd: float
+    runs: int = Field(description="Platform runs of this actor booked on this day.")
+    unsettled: int = Field(description="Of those, runs whose figure is not final yet.")
+    charged_event_counts: dict[str, int]
+
+
+class DayUsageView(ApiModel):
+    day: date = Field(description="UTC day on which the runs finished (or started, if running).")
+    usage_total_usd: float
+    actors: list[ActorUsageView]
+
+
+class WorkspaceUsageView(ApiModel):
+    workspace_id: str
+    from_: date = Field(alias="from")
+    to: date
+    usage_total_usd: float
+    days: list[DayUsageView] = Field(description="Days with any spend, oldest first.")
 
 
 class RotatedSecret(ApiModel):
