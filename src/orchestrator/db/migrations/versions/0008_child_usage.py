@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_child_usage"
-down_revision = "0006_workspaces"
+down_revision = "0007_keep_partial_rows"
 branch_labels = None
 depends_on = None
 
