@@ -21,7 +21,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,6 +53,7 @@ from orchestrator.platform.webhook_auth import (
 )
 from orchestrator.service.auth import create_key
 from orchestrator.service.submission import build_run
+from orchestrator.service.usage import MAX_USAGE_DAYS
 from tests.unit.api_harness import CALLBACK_KEY, FakeTemporal
 
 WORKSPACE = "ws_contract"
@@ -142,6 +143,17 @@ def _public_callback(url: str) -> str:
         return f"https://hooks.example.com/cb/{_fingerprint(url)[:12]}"
 
 
+def _forward_period(query: dict[str, Any]) -> None:
+    try:
+        start, end = date.fromisoformat(str(query["from"])), date.fromisoformat(str(query["to"]))
+    except ValueError:
+        return
+    if end < start:
+        start, end = end, start
+    end = min(end, start + timedelta(days=MAX_USAGE_DAYS - 1))
+    query["from"], query["to"] = start.isoformat(), end.isoformat()
+
+
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
     """Positive cases get values for the rules the document cannot state (see above)."""
@@ -161,6 +173,9 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.
         body["workspaceId"] = body.get("workspaceId") or WORKSPACE
+    if case.path.endswith("/usage") and {"from", "to"} <= query.keys():
+        # A period runs forward and spans at most MAX_USAGE_DAYS (a rule between two values).
+        _forward_period(query)
     if case.path == "/webhooks/platform" and case.headers and case.query:
         # Half the valid webhooks name the child that exists; all carry its real token.
         child = str(case.query.get(WEBHOOK_CHILD_PARAM, ""))

@@ -62,6 +62,7 @@ async def test_every_endpoint_but_health_and_platform_webhook_needs_a_key(api: A
         ("GET", "/admin/keys", None),
         ("DELETE", "/admin/keys/abc", None),
         ("POST", "/workspaces/ws_a/callback-secret", None),
+        ("GET", "/workspaces/ws_a/usage?from=2026-01-01&to=2026-01-02", None),
     ]
     bad_keys: list[dict[str, str]] = [
         {},

@@ -24,6 +24,9 @@ TEST_CONFIG: dict[str, Any] = {
     "dataset_page_size": 7,
     "capacity_retry_seconds": 1.0,
     "default_timeout_grace_seconds": 1.0,
+    # Fake runs settle at once; tests of settling set their own.
+    "usage_settle_seconds": 0.0,
+    "usage_settle_interval_seconds": 0.05,
 }
 
 

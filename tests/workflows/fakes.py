@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.platform.port import (
@@ -29,6 +30,10 @@ class Script:
     lost_answers: int = 0
     # Dataset pages (by offset) that fail once, after earlier pages were served.
     failing_page_offsets: set[int] = field(default_factory=set)
+    # usageTotalUsd and chargedEventCounts of the n-th status read (the last one repeats);
+    # empty: the platform gives no figure.
+    usage: list[float] = field(default_factory=list)
+    charged: list[dict[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +43,13 @@ class FakeRun:
     script: Script
     reads: int = 0
     aborted: bool = False
+    finished_at: datetime | None = None
+
+    def usage(self) -> tuple[float | None, dict[str, int]]:
+        def nth(figures: list[Any]) -> Any:
+            return figures[min(max(self.reads - 1, 0), len(figures) - 1)] if figures else None
+
+        return nth(self.script.usage), nth(self.script.charged) or {}
 
     def status(self) -> str:
         if self.aborted:
@@ -59,12 +71,18 @@ class FakePlatform:
     def _view(self, run: FakeRun) -> PlatformRun:
         status = run.status()
         message = run.script.status_message if status == run.script.final_status else None
+        if status != "RUNNING" and run.finished_at is None:
+            run.finished_at = datetime.now(UTC)
+        usage, charged = run.usage()
         return PlatformRun(
             id=run.id,
             actor_id=run.actor_id,
             status=status,
             status_message=message,
             dataset_id=f"ds-{run.id}",
+            finished_at=run.finished_at,
+            usage_total_usd=usage,
+            charged_event_counts=charged,
         )
 
     async def start_run(

@@ -55,9 +55,14 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def callback_payload(
-    run: RunRecord, children: list[ChildRecord], public_url: str
+    run: RunRecord,
+    children: list[ChildRecord],
+    public_url: str,
+    *,
+    usage_total_usd: float = 0.0,
 ) -> dict[str, Any]:
-    """The JSON summary POSTed to the caller (Standard Webhooks' ``{type, timestamp, data}``)."""
+    """The JSON summary POSTed to the caller (Standard Webhooks' ``{type, timestamp, data}``);
+    ``usage_total_usd`` is the request's spend (``runs.run_usage_total``)."""
     base = public_url.rstrip("/")
     return {
         "type": CALLBACK_EVENT_TYPE,
@@ -72,6 +77,7 @@ def callback_payload(
             "createdAt": _iso(run.created_at),
             "finishedAt": _iso(run.finished_at),
             "itemsTotal": sum(c.items_ingested for c in children),
+            "usageTotalUsd": usage_total_usd,
             "children": [
                 {
                     "childId": c.id,
@@ -82,6 +88,9 @@ def callback_payload(
                     "itemCount": c.items_ingested,
                     "partial": c.partial,
                     "failureReason": c.status_message if c.state in _FAILED_CHILD_STATES else None,
+                    "usageTotalUsd": c.usage_total_usd,
+                    "chargedEventCounts": c.charged_event_counts,
+                    "usageSettled": c.usage_settled_at is not None,
                 }
                 for c in children
             ],
@@ -125,7 +134,12 @@ class DeliveryActivities:
         if event_queries.event_exists(conn, f"{run_id}:callback:delivered"):
             return None
         children = run_queries.get_children(conn, run_id)
-        payload = callback_payload(run, children, self._deps.config.public_url)
+        payload = callback_payload(
+            run,
+            children,
+            self._deps.config.public_url,
+            usage_total_usd=run_queries.run_usage_total(conn, run_id),
+        )
         return _Prepared(
             url=run.callback_url,
             body=json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8"),

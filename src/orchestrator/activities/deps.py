@@ -27,6 +27,10 @@ class ActivityConfig:
     follow: FollowSettings
     dataset_page_size: int
     capacity_retry_seconds: float
+    # Settling a run's usage after it ended (activities/platform.py settle_usage).
+    usage_settle_seconds: float
+    usage_settle_interval_seconds: float
+    usage_settle_max_reads: int
     # Outbound callbacks (activities/delivery.py).
     callback_secret_key: str
     allow_insecure_callback_localhost: bool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -52,6 +52,8 @@ from orchestrator.workflows.types import (
     AbortChildResult,
     PollInput,
     PollResult,
+    SettleUsageInput,
+    SettleUsageResult,
     StartChildInput,
     StartChildResult,
     StopChildInput,
@@ -119,6 +121,29 @@ async def _heartbeating(call: Coroutine[Any, Any, T]) -> T:
     finally:
         if beat is not None:
             beat.cancel()
+
+
+def _usage_data(run: PlatformRun) -> dict[str, Any]:
+    """The usage figures of a read, for an event's data."""
+    data: dict[str, Any] = {"usageTotalUsd": run.usage_total_usd}
+    if run.charged_event_counts:
+        data["chargedEventCounts"] = dict(run.charged_event_counts)
+    return data
+
+
+def same_usage(a: PlatformRun, b: PlatformRun) -> bool:
+    """Two reads agree on what the run cost (the settling rule)."""
+    return (
+        a.usage_total_usd == b.usage_total_usd and a.charged_event_counts == b.charged_event_counts
+    )
+
+
+async def _sleep_heartbeating(seconds: float) -> None:
+    """Sleep in short steps, heartbeating, so a lost worker is noticed soon."""
+    end = asyncio.get_running_loop().time() + seconds
+    while (left := end - asyncio.get_running_loop().time()) > 0:
+        activity.heartbeat()
+        await asyncio.sleep(min(left, 2.0))
 
 
 class PlatformActivities:
@@ -301,13 +326,19 @@ class PlatformActivities:
         def record(conn: Connection) -> None:
             lock_run_events(conn, child.run_id)  # before any row write; see events.py
             run_queries.record_platform_status(conn, child.id, run.status, run.status_message)
+            run_queries.record_usage(conn, child.id, run.usage_total_usd, run.charged_event_counts)
             append_event(
                 conn,
                 child.run_id,
                 "child.poll",
                 f"actor run {child.idx}: platform status {run.status} ({params.reason})",
                 child_id=child.id,
-                data={"status": run.status, "reason": params.reason, "wait": params.wait_secs},
+                data={
+                    "status": run.status,
+                    "reason": params.reason,
+                    "wait": params.wait_secs,
+                    **_usage_data(run),
+                },
             )
             if new_state is not None:
                 run_queries.transition_child(
@@ -344,6 +375,91 @@ class PlatformActivities:
         if child.state.terminal or not await self._keeps_rows(child):
             return None
         return new_state
+
+    @activity.defn(name="settle_usage")
+    async def settle_usage(self, params: SettleUsageInput) -> SettleUsageResult:
+        """Read an ended run again until its usage stops changing, then record it as final.
+
+        The platform's figures are preliminary right after the finish: the first settling
+        read waits until ``usage_settle_seconds`` after its finishedAt, and the figure is
+        settled once two reads ``usage_settle_interval_seconds`` apart agree (or after
+        ``usage_settle_max_reads`` reads, the last one standing). Idempotent: a settled
+        child is not read again; a run that has not ended is recorded, not settled.
+        """
+        cfg = self._deps.config
+        child = await self._reload(params.child_id)
+        if child.platform_run_id is None or child.usage_settled_at is not None:
+            return SettleUsageResult(
+                child.id, child.usage_total_usd, settled=child.usage_settled_at is not None
+            )
+        run = await self._read_usage(child, child.platform_run_id)
+        reads = 1
+        if not is_platform_terminal(run.status):
+            await self._deps.tx(
+                run_queries.record_usage, child.id, run.usage_total_usd, run.charged_event_counts
+            )
+            return SettleUsageResult(child.id, run.usage_total_usd, settled=False, reads=reads)
+        finished = run.finished_at or datetime.now(UTC)
+        wait = (finished - datetime.now(UTC)).total_seconds() + cfg.usage_settle_seconds
+        # A first read from inside the settle window tells nothing: wait, then read again.
+        previous: PlatformRun | None = run if wait <= 0 else None
+        stable = False
+        if wait > 0:
+            await _sleep_heartbeating(wait)
+        while True:
+            if previous is not None:
+                await _sleep_heartbeating(cfg.usage_settle_interval_seconds)
+            run = await self._read_usage(child, child.platform_run_id)
+            reads += 1
+            if previous is not None and same_usage(previous, run):
+                stable = True
+                break
+            if reads >= cfg.usage_settle_max_reads:
+                break
+            previous = run
+        final = run
+
+        def record(conn: Connection) -> run_queries.ChildRecord:
+            lock_run_events(conn, child.run_id)  # before any row write; see events.py
+            settled = run_queries.record_usage(
+                conn, child.id, final.usage_total_usd, final.charged_event_counts, settled=True
+            )
+            total = settled.usage_total_usd
+            append_event(
+                conn,
+                child.run_id,
+                "child.usage_settled",
+                f"actor run {child.idx}: usage settled at "
+                f"{'unknown' if total is None else f'${total:.6f}'}",
+                child_id=child.id,
+                data={
+                    "usageTotalUsd": total,
+                    "chargedEventCounts": settled.charged_event_counts,
+                    "reads": reads,
+                    "stable": stable,
+                },
+                dedupe_key=f"{child.id}:usage_settled",
+            )
+            return settled
+
+        settled = await self._deps.tx(record)
+        return SettleUsageResult(child.id, settled.usage_total_usd, settled=True, reads=reads)
+
+    async def _read_usage(
+        self, child: run_queries.ChildRecord, platform_run_id: str
+    ) -> PlatformRun:
+        try:
+            run = await self._deps.platform.get_run(platform_run_id)
+        except PlatformError as exc:
+            await self._log_failure(child, "child.usage_error", "reading the run's usage", exc)
+            raise self._error(exc) from None
+        if run is None:
+            raise ApplicationError(
+                f"platform run {platform_run_id} was not found",
+                type=ERR_PERMANENT,
+                non_retryable=True,
+            )
+        return run
 
     async def _abort_and_confirm(self, platform_run_id: str) -> PlatformRun | None:
         """Abort a platform run and wait for its final status (it may pass through ABORTING

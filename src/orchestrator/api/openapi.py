@@ -103,6 +103,7 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         **_NOT_FOUND,
         **_TOO_LARGE,
     },
+    ("get", "/workspaces/{workspace_id}/usage"): {**_UNAUTHORIZED, **_NOT_FOUND, **_INVALID},
     ("post", "/webhooks/platform"): {
         400: (MALFORMED_BODY,),
         401: ("unauthorized",),

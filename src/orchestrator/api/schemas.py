@@ -9,10 +9,10 @@ a body into the service's command type, so nothing below the API sees this wire 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from orchestrator.domain import run_options as rules
@@ -112,7 +112,7 @@ class CreateRunRequest(ApiModel):
     runs: list[ActorRunRequest] = Field(
         min_length=1, description="The actor runs (at most `maxRunsPerRequest`)."
     )
-    keep_partial_rows: bool = Field(
+    keep_partial_rows: StrictBool = Field(
         default=True,
         description="Keep the rows of actor runs that fail, time out or are aborted: their "
         "datasets are ingested before they end (`partial: true` on such a child).",
@@ -217,6 +217,20 @@ class ChildView(ApiModel):
         description="Platform API calls made for this actor run, by kind "
         "(start, lookup, status, datasetPage, abort); the HTTP client's own retries count once.",
     )
+    usage_total_usd: float | None = Field(
+        default=None,
+        description="What this platform run cost (the platform's usageTotalUsd), the highest "
+        "figure read so far; null before a read had one. Final once `usageSettled`.",
+    )
+    charged_event_counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Events charged by a pay-per-event actor, by event name.",
+    )
+    usage_settled: bool = Field(
+        default=False,
+        description="The figures were read again after the run ended until they stopped "
+        "changing: they are final.",
+    )
 
 
 class RunCounts(ApiModel):
@@ -238,6 +252,13 @@ class RunView(ApiModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    usage_total_usd: float = Field(
+        default=0.0, description="What the request has cost: the sum of its children's figures."
+    )
+    usage_settled: bool = Field(
+        default=False,
+        description="Every child that reached the platform has a settled (final) figure.",
+    )
     children: list[ChildView]
     keep_partial_rows: bool = True
 
@@ -389,6 +410,28 @@ class CreatedKey(KeyView):
 
 class KeyList(ApiModel):
     keys: list[KeyView]
+
+
+class ActorUsageView(ApiModel):
+    actor: str
+    usage_total_usd: float
+    runs: int = Field(description="Platform runs of this actor booked on this day.")
+    unsettled: int = Field(description="Of those, runs whose figure is not final yet.")
+    charged_event_counts: dict[str, int]
+
+
+class DayUsageView(ApiModel):
+    day: date = Field(description="UTC day on which the runs finished (or started, if running).")
+    usage_total_usd: float
+    actors: list[ActorUsageView]
+
+
+class WorkspaceUsageView(ApiModel):
+    workspace_id: str
+    from_: date = Field(alias="from")
+    to: date
+    usage_total_usd: float
+    days: list[DayUsageView] = Field(description="Days with any spend, oldest first.")
 
 
 class RotatedSecret(ApiModel):

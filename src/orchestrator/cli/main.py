@@ -145,18 +145,30 @@ def submit(
             return
         run = _watch(client, run_id)
         colour = "green" if run["state"] == "succeeded" else "yellow"
+        cost = _usd(run.get("usageTotalUsd", 0.0), run.get("usageSettled", False))
         console.print(
-            f"[{colour}]{run['state']}[/{colour}]: {run['itemsTotal']} item(s); "
+            f"[{colour}]{run['state']}[/{colour}]: {run['itemsTotal']} item(s), cost {cost}; "
             f"rows at {api_url}/runs/{run_id}/items"
         )
         if run["state"] != "succeeded":
             raise typer.Exit(2)
 
 
+def _usd(amount: float | None, settled: bool) -> str:
+    """A cost as the table shows it; ``~`` marks a figure that may still grow."""
+    if amount is None:
+        return ""
+    return f"{'' if settled else '~'}${amount:.4f}"
+
+
 def _table(run: dict[str, Any]) -> Table:
-    table = Table(title=f"{run['id']} — {run['state']}", expand=False)
-    for column in ("#", "actor", "state", "platform", "items", "message"):
-        table.add_column(column)
+    table = Table(
+        title=f"{run['id']} — {run['state']}",
+        caption=f"total cost {_usd(run.get('usageTotalUsd', 0.0), run.get('usageSettled', False))}",
+        expand=False,
+    )
+    for column in ("#", "actor", "state", "platform", "items", "cost", "message"):
+        table.add_column(column, justify="right" if column == "cost" else "left")
     for child in run["children"]:
         table.add_row(
             str(child["index"]),
@@ -164,15 +176,26 @@ def _table(run: dict[str, Any]) -> Table:
             child["state"],
             child["platformStatus"] or "",
             str(child["itemsIngested"]),
+            _usd(child.get("usageTotalUsd"), child.get("usageSettled", False)),
             (child["statusMessage"] or "")[:60],
         )
     return table
 
 
+# After the request ends, how long the watch waits for its costs to settle (they are
+# preliminary for some seconds after each run's end).
+SETTLE_WATCH_SECONDS = 60.0
+
+
 def _watch(client: httpx.Client, run_id: str) -> dict[str, Any]:
     run: dict[str, Any] = client.get(f"/runs/{run_id}").json()
+    ended: float | None = None
     with Live(_table(run), console=console, refresh_per_second=4) as live:
-        while not run["terminal"]:
+        while not run["terminal"] or not run.get("usageSettled", True):
+            if run["terminal"]:
+                ended = ended or time.monotonic()
+                if time.monotonic() - ended > SETTLE_WATCH_SECONDS:
+                    break
             time.sleep(0.5)
             run = client.get(f"/runs/{run_id}").json()
             live.update(_table(run))

@@ -88,6 +88,25 @@ class Settings(BaseSettings):
     ingest_heartbeat_seconds: float = Field(
         default=30.0, gt=0, description="An ingest silent this long is retried on another worker."
     )
+    usage_settle_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=300,
+        description="Usage (usageTotalUsd) is preliminary right after a run ends: the first "
+        "settling read waits until this long after the platform's finishedAt.",
+    )
+    usage_settle_interval_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        le=60,
+        description="Between settling reads; usage is settled when two reads agree.",
+    )
+    usage_settle_max_reads: int = Field(
+        default=5,
+        ge=2,
+        le=20,
+        description="Settling reads per run at most; the last figure stands after them.",
+    )
 
     actor_registry_file: Path | None = Field(
         default=None,

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -83,6 +84,11 @@ scrape_children = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("started_at", DateTime(timezone=True)),
     Column("finished_at", DateTime(timezone=True)),
+    # Spend (0008): the platform's usageTotalUsd and charged events, highest seen; settled
+    # once two reads after the finish agreed (only then final).
+    Column("usage_total_usd", Float),
+    Column("charged_events_json", Text),
+    Column("usage_settled_at", DateTime(timezone=True)),
     UniqueConstraint("run_id", "idx", name="uq_scrape_children_run_idx"),
     Index("ix_scrape_children_platform_run_id", "platform_run_id"),
 )

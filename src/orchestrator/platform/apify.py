@@ -70,7 +70,17 @@ def _as_datetime(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
 
 
+def _as_usd(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _as_counts(value: Any) -> dict[str, int]:
+    return {str(k): int(v) for k, v in (value or {}).items()}
+
+
 def _to_run(run: Any) -> PlatformRun:
+    usage = _field(run, "usage_total_usd")
+    counts = _field(run, "charged_event_counts")
     return PlatformRun(
         id=str(_field(run, "id")),
         actor_id=str(_field(run, "act_id") or _field(run, "actId") or ""),
@@ -79,6 +89,8 @@ def _to_run(run: Any) -> PlatformRun:
         dataset_id=str(_field(run, "default_dataset_id") or _field(run, "defaultDatasetId")),
         started_at=_as_datetime(_field(run, "started_at") or _field(run, "startedAt")),
         finished_at=_as_datetime(_field(run, "finished_at") or _field(run, "finishedAt")),
+        usage_total_usd=_as_usd(usage if usage is not None else _field(run, "usageTotalUsd")),
+        charged_event_counts=_as_counts(counts or _field(run, "chargedEventCounts")),
     )
 
 

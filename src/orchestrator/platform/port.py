@@ -47,6 +47,11 @@ class PlatformRun:
     dataset_id: str
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # What the run costs so far (``usageTotalUsd``: what the user actually pays) and, for
+    # pay-per-event actors, the events charged. Preliminary until some seconds after the
+    # finish; None when the platform did not say (e.g. no token).
+    usage_total_usd: float | None = None
+    charged_event_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ with workflow.unsafe.imports_passed_through():
         IngestResult,
         PollInput,
         PollResult,
+        SettleUsageInput,
+        SettleUsageResult,
         StartChildInput,
         StartChildResult,
         StopChildInput,
@@ -94,6 +96,16 @@ async def stop_child(
         ),
         start_to_close_timeout=policies.ABORT_TIMEOUT,
         retry_policy=policies.ABORT_RETRY,
+    )
+
+
+async def settle_usage(child_id: str) -> SettleUsageResult:
+    return await workflow.execute_activity_method(
+        PlatformActivities.settle_usage,
+        SettleUsageInput(child_id=child_id),
+        start_to_close_timeout=policies.SETTLE_TIMEOUT,
+        heartbeat_timeout=policies.SETTLE_HEARTBEAT_TIMEOUT,
+        retry_policy=policies.SETTLE_RETRY,
     )
 
 

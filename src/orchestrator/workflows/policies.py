@@ -68,6 +68,17 @@ ABORT_RETRY = RetryPolicy(
 )
 ABORT_TIMEOUT = timedelta(seconds=60)
 
+# settle_usage: a few reads seconds apart after the run ended (bounded by the settings:
+# at most 300 s wait + 20 reads of 60 s); it heartbeats while it waits between reads.
+SETTLE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+    non_retryable_error_types=[ERR_PERMANENT],
+)
+SETTLE_TIMEOUT = timedelta(minutes=30)
+SETTLE_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+
 # One drift-repair pass; the schedule starts the next one anyway.
 RECONCILE_RETRY = RetryPolicy(maximum_attempts=3)
 RECONCILE_TIMEOUT = timedelta(minutes=5)

@@ -45,6 +45,9 @@ TIME_OUT_ABORTS_PATCH = "time-out-aborts-platform-run"
 # past its cap) has its dataset ingested before it ends; histories from before replay the
 # old paths, which end such a child at once.
 PARTIAL_ROWS_PATCH = "keep-partial-rows"
+# Pollers from here on settle the run's usage after its end (and any ingest), before they
+# report; histories from before replay without it.
+SETTLE_USAGE_PATCH = "settle-usage-after-end"
 
 
 @workflow.defn(name=POLLER_WORKFLOW)
@@ -73,8 +76,19 @@ class PollerWorkflow:
             if not (self._keep_partial and isinstance(err.cause, CancelledError)):
                 raise
             result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
+        if workflow.patched(SETTLE_USAGE_PATCH):
+            await self._settle_usage(params)
         await self._report(params, result)
         return result
+
+    async def _settle_usage(self, params: PollerInput) -> None:
+        """Read the ended run's usage until it settles (after the ingest, so rows are never
+        delayed; before the report, so the request's callback carries the final figure).
+        Spend is informational: failing to settle it changes no state."""
+        try:
+            await calls.settle_usage(params.child_id)
+        except ActivityError as err:
+            workflow.logger.warning("usage of %s did not settle: %s", params.child_id, err.cause)
 
     async def _report(self, params: PollerInput, result: PollerResult) -> None:
         if not params.parent_workflow_id:

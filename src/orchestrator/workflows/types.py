@@ -162,6 +162,21 @@ class PollResult:
 
 
 @dataclass(frozen=True)
+class SettleUsageInput:
+    child_id: str
+
+
+@dataclass(frozen=True)
+class SettleUsageResult:
+    child_id: str
+    usage_total_usd: float | None
+    # The figure is final (recorded as settled); False when there was nothing to settle.
+    settled: bool
+    # Reads made by this call (0: settled already, or no platform run).
+    reads: int = 0
+
+
+@dataclass(frozen=True)
 class IngestInput:
     child_id: str
     dataset_id: str

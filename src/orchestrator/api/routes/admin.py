@@ -1,4 +1,5 @@
-"""``/admin/keys`` (admin keys only) and ``/workspaces/{id}/callback-secret``.
+"""``/admin/keys`` (admin keys only), ``/workspaces/{id}/callback-secret`` and
+``/workspaces/{id}/usage``.
 
 Secrets (a new API key, a callback secret) appear in exactly one response each, the one
 that created them, marked ``Cache-Control: no-store``; listings show key ids only.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -18,16 +19,20 @@ from orchestrator.api.auth import AdminCaller, Caller
 from orchestrator.api.deps import State
 from orchestrator.api.schemas import (
     ID_PATTERN,
+    ActorUsageView,
     CreatedKey,
     CreateKeyRequest,
+    DayUsageView,
     KeyList,
     KeyView,
     RotatedSecret,
+    WorkspaceUsageView,
 )
 from orchestrator.db.queries import api_keys as key_queries
 from orchestrator.domain.errors import NotFound
 from orchestrator.security.api_keys import display_key
 from orchestrator.service import auth
+from orchestrator.service.usage import MAX_USAGE_DAYS, workspace_usage
 from orchestrator.service.workspaces import rotate_callback_secret
 
 router = APIRouter(tags=["admin"])
@@ -133,3 +138,48 @@ async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> 
 
     view = await asyncio.to_thread(rotate)
     return JSONResponse(view.model_dump(mode="json", by_alias=True), headers=NO_STORE)
+
+
+@router.get(
+    "/workspaces/{workspace_id}/usage",
+    response_model=WorkspaceUsageView,
+    summary="What the workspace's platform runs cost, per UTC day and actor.",
+    description="Each actor run counts on the UTC day it finished (the day it started while "
+    "it still runs), with the platform's `usageTotalUsd`; `unsettled` counts runs whose "
+    f"figure may still grow. `from` and `to` are inclusive, at most {MAX_USAGE_DAYS} days. "
+    "A workspace key sees only its own workspace (another one is a 404); admin keys any.",
+)
+def get_usage(
+    workspace_id: str,
+    caller: Caller,
+    app_state: State,
+    start: Annotated[date, Query(alias="from", description="First UTC day (ISO date).")],
+    end: Annotated[date, Query(alias="to", description="Last UTC day (ISO date), inclusive.")],
+) -> WorkspaceUsageView:
+    if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one
+        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
+    with app_state.reader.connect() as conn:
+        usage = workspace_usage(conn, workspace_id, start, end, caller=caller)
+    return WorkspaceUsageView(
+        workspace_id=usage.workspace_id,
+        from_=usage.start,
+        to=usage.end,
+        usage_total_usd=usage.usage_total_usd,
+        days=[
+            DayUsageView(
+                day=day.day,
+                usage_total_usd=day.usage_total_usd,
+                actors=[
+                    ActorUsageView(
+                        actor=a.actor,
+                        usage_total_usd=a.usage_total_usd,
+                        runs=a.runs,
+                        unsettled=a.unsettled,
+                        charged_event_counts=a.charged_event_counts,
+                    )
+                    for a in day.actors
+                ],
+            )
+            for day in usage.days
+        ],
+    )

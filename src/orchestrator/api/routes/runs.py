@@ -222,14 +222,15 @@ def list_runs(
 @router.get(
     "/runs/{run_id}",
     response_model=RunView,
-    summary="A request with its children.",
+    summary="A request with its children, and what each cost (`usageTotalUsd`).",
 )
 def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
     with app_state.reader.connect() as conn:
         run = _visible_run(conn, run_id, caller)
         children = run_queries.get_children(conn, run_id)
         calls = event_queries.platform_calls(conn, run_id)
-    return run_view(run, children, calls)
+        spent = run_queries.run_usage_total(conn, run_id)
+    return run_view(run, children, calls, usage_total_usd=spent)
 
 
 @router.get(

@@ -27,6 +27,9 @@ def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> Ch
         started_at=child.started_at,
         finished_at=child.finished_at,
         platform_calls=dict(calls or {}),
+        usage_total_usd=child.usage_total_usd,
+        charged_event_counts=dict(child.charged_event_counts),
+        usage_settled=child.usage_settled_at is not None,
     )
 
 
@@ -34,7 +37,10 @@ def run_view(
     run: RunRecord,
     children: list[ChildRecord],
     platform_calls: Mapping[str, Mapping[str, int]] | None = None,
+    *,
+    usage_total_usd: float = 0.0,
 ) -> RunView:
+    """``usage_total_usd`` is the request's spend (``runs.run_usage_total``)."""
     calls = platform_calls or {}
     return RunView(
         id=run.id,
@@ -53,6 +59,10 @@ def run_view(
         created_at=run.created_at,
         updated_at=run.updated_at,
         finished_at=run.finished_at,
+        usage_total_usd=usage_total_usd,
+        usage_settled=all(
+            c.usage_settled_at is not None for c in children if c.platform_run_id is not None
+        ),
         children=[child_view(c, calls.get(c.id)) for c in children],
         keep_partial_rows=run.keep_partial_rows,
     )

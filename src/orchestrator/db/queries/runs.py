@@ -119,6 +119,11 @@ class ChildRecord:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # Spend: the highest usageTotalUsd seen (None before the first read that had one), the
+    # charged events (pay-per-event), and when the figure was settled (final).
+    usage_total_usd: float | None = None
+    charged_event_counts: dict[str, int] = field(default_factory=dict)
+    usage_settled_at: datetime | None = None
 
     @property
     def partial(self) -> bool:
@@ -146,6 +151,9 @@ class ChildRecord:
             updated_at=as_utc(row["updated_at"]) or utcnow(),
             started_at=as_utc(row["started_at"]),
             finished_at=as_utc(row["finished_at"]),
+            usage_total_usd=row["usage_total_usd"],
+            charged_event_counts=json.loads(row["charged_events_json"] or "{}"),
+            usage_settled_at=as_utc(row["usage_settled_at"]),
         )
 
 
@@ -312,6 +320,61 @@ def record_platform_status(
         .where(scrape_children.c.id == child_id)
         .values(platform_status=platform_status, status_message=status_message, updated_at=utcnow())
     )
+
+
+def merge_usage(
+    old_total: float | None,
+    old_counts: dict[str, int],
+    total: float | None,
+    counts: dict[str, int],
+) -> tuple[float | None, dict[str, int]]:
+    """Usage figures only grow: a read that lags behind an earlier one lowers nothing."""
+    if total is None or (old_total is not None and old_total > total):
+        total = old_total
+    merged = dict(old_counts)
+    for event, count in counts.items():
+        merged[event] = max(count, merged.get(event, 0))
+    return total, merged
+
+
+def record_usage(
+    conn: Connection,
+    child_id: str,
+    total: float | None,
+    counts: dict[str, int],
+    *,
+    settled: bool = False,
+) -> ChildRecord:
+    """Record what a read of the platform run said it cost (never lowering a figure); with
+    ``settled``, the figure is final from now on. The child after the write."""
+    child = get_child(conn, child_id)
+    if child is None:
+        raise LookupError(f"unknown child {child_id}")
+    if child.usage_settled_at is not None:
+        return child
+    new_total, new_counts = merge_usage(
+        child.usage_total_usd, child.charged_event_counts, total, counts
+    )
+    values: dict[str, Any] = {}
+    if new_total != child.usage_total_usd:
+        values["usage_total_usd"] = new_total
+    if new_counts != child.charged_event_counts:
+        values["charged_events_json"] = json.dumps(new_counts, separators=(",", ":"))
+    if settled:
+        values["usage_settled_at"] = utcnow()
+    if values:
+        conn.execute(update(scrape_children).where(scrape_children.c.id == child_id).values(values))
+    return get_child(conn, child_id) or child
+
+
+def run_usage_total(conn: Connection, run_id: str) -> float:
+    """What a request has cost so far: the sum of its children's figures (one source)."""
+    total = conn.execute(
+        select(func.coalesce(func.sum(scrape_children.c.usage_total_usd), 0.0)).where(
+            scrape_children.c.run_id == run_id
+        )
+    ).scalar_one()
+    return float(total)
 
 
 def set_ingest_progress(conn: Connection, child_id: str, offset: int) -> None:
