@@ -112,6 +112,15 @@ class CreateRunRequest(ApiModel):
     runs: list[ActorRunRequest] = Field(
         min_length=1, description="The actor runs (at most `maxRunsPerRequest`)."
     )
+    budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Most the whole request may be charged, in USD. Split across the runs "
+        "before they start: each run's `maxTotalChargeUsd` is at most its share (runs whose "
+        "own limit is below the equal share keep it; the rest is shared equally), rounded "
+        "down to 6 decimals.",
+    )
 
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
@@ -123,6 +132,7 @@ class CreateRunRequest(ApiModel):
             conversation_id=self.conversation_id,
             skill_id=self.skill_id,
             callback_webhook=self.callback_webhook,
+            budget_usd=self.budget_usd,
         )
 
     model_config = ConfigDict(
@@ -228,6 +238,11 @@ class RunView(ApiModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    budget_usd: float | None = Field(
+        default=None,
+        description="The request's budget (USD) as submitted; null without one. Each run was "
+        "started with its share as `maxTotalChargeUsd`.",
+    )
     children: list[ChildView]
 
 

@@ -32,6 +32,8 @@ class SubmitRequest:
     conversation_id: str | None = None
     skill_id: str | None = None
     callback_webhook: str | None = None
+    #: Most the whole request may be charged (USD), split across its runs (domain.budget).
+    budget_usd: float | None = None
 
 
 #: Reads the body, or returns None as soon as it is known to exceed the given byte count.

@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Engine
@@ -32,6 +32,7 @@ from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
+from orchestrator.domain.budget import check_budget, split_budget
 from orchestrator.domain.errors import NotFound, UnknownActor
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.run_options import check_run_options
@@ -110,6 +111,8 @@ def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | 
                 field=f"/runs/{index}/input",
             )
         check_run_options(spec.options, pointer=f"/runs/{index}/options")
+    if command.budget_usd is not None:
+        check_budget(command.budget_usd)
     if command.callback_webhook is None:
         return None
     try:
@@ -130,9 +133,9 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
     The names are spelled out here, not taken from the API's aliases, so renaming a wire
     field cannot change stored fingerprints. The form equals the request body as the API
     received it with defaults filled in, which keeps fingerprints stored before this
-    function existed valid.
+    function existed valid; ``budgetUsd`` is added only when set, for the same reason.
     """
-    return {
+    document: dict[str, Any] = {
         "workspaceId": workspace_id,
         "conversationId": command.conversation_id,
         "skillId": command.skill_id,
@@ -151,6 +154,9 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
             for spec in command.runs
         ],
     }
+    if command.budget_usd is not None:
+        document["budgetUsd"] = command.budget_usd
+    return document
 
 
 def request_hash(command: SubmitRequest, workspace_id: str) -> str:
@@ -171,7 +177,7 @@ def build_run(
 ) -> run_queries.NewRun:
     """The rows for a request, or :class:`UnknownActor` naming the first unknown actor."""
     run_id = new_run_id()
-    children = []
+    effective = []
     for index, spec in enumerate(command.runs):
         entry = actors.get(spec.actor)
         if entry is None:
@@ -189,16 +195,25 @@ def build_run(
             source=f"the registry default of {spec.actor}; set the option explicitly",
         )
         options = entry.caps.as_caps().apply(options, pointer=pointer, actor=spec.actor)
-        children.append(
-            run_queries.NewChild(
-                id=child_id(run_id, index),
-                idx=index,
-                actor=spec.actor,
-                platform_actor_id=entry.platform_actor_id,
-                input=spec.input,
-                options=options.stored(),
-            )
+        effective.append((spec, entry, options))
+    if command.budget_usd is not None:
+        # After defaults and caps, so each child's own limit is the one the split respects.
+        shares = split_budget(command.budget_usd, [o.max_total_charge_usd for *_, o in effective])
+        effective = [
+            (spec, entry, replace(options, max_total_charge_usd=share))
+            for (spec, entry, options), share in zip(effective, shares, strict=True)
+        ]
+    children = [
+        run_queries.NewChild(
+            id=child_id(run_id, index),
+            idx=index,
+            actor=spec.actor,
+            platform_actor_id=entry.platform_actor_id,
+            input=spec.input,
+            options=options.stored(),
         )
+        for index, (spec, entry, options) in enumerate(effective)
+    ]
     return run_queries.NewRun(
         id=run_id,
         workspace_id=workspace_id,
@@ -207,6 +222,7 @@ def build_run(
         callback_url=callback_url,
         idempotency_key=idempotency_key,
         request_hash=fingerprint,
+        budget_usd=command.budget_usd,
         children=tuple(children),
     )
 

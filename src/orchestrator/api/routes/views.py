@@ -52,6 +52,7 @@ def run_view(
         created_at=run.created_at,
         updated_at=run.updated_at,
         finished_at=run.finished_at,
+        budget_usd=run.budget_usd,
         children=[child_view(c, calls.get(c.id)) for c in children],
     )
 

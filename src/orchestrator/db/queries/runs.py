@@ -46,6 +46,8 @@ class NewRun:
     callback_url: str | None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    #: The request's budget (USD), already split into the children's maxTotalChargeUsd.
+    budget_usd: float | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
 
 
@@ -67,6 +69,7 @@ class RunRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    budget_usd: float | None = None
 
     @property
     def terminal(self) -> bool:
@@ -92,6 +95,7 @@ class RunRecord:
             created_at=as_utc(row["created_at"]) or utcnow(),
             updated_at=as_utc(row["updated_at"]) or utcnow(),
             finished_at=as_utc(row["finished_at"]),
+            budget_usd=row["budget_usd"],
         )
 
 
@@ -158,6 +162,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             items_total=0,
             idempotency_key=run.idempotency_key,
             request_hash=run.request_hash,
+            budget_usd=run.budget_usd,
             created_at=now,
             updated_at=now,
         )
