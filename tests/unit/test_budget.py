@@ -9,8 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from orchestrator.domain.budget import QUANTUM_USD, BudgetTooSmall, split_budget
+from orchestrator.domain.budget import BudgetTooSmall, split_budget
 from orchestrator.domain.errors import ValidationFailed
+from orchestrator.service.commands import ActorRun, SubmitRequest
+from orchestrator.service.submission import SubmissionPolicy, validate_request
 
 
 @pytest.mark.parametrize(
@@ -27,8 +29,9 @@ from orchestrator.domain.errors import ValidationFailed
         (1, [0.4, None, 0.2], [0.4, 0.4, 0.2]),
         # Decimal amounts are taken as written (0.3 is 300000 micro-dollars, not less).
         (0.3, [None, None], [0.15, 0.15]),
-        # A cap finer than 6 decimals is rounded down, never up.
-        (10, [0.1234567], [0.123456]),
+        # A kept cap is kept exactly, even finer than 6 decimals (it is reserved rounded up).
+        (10, [0.1234567, None], [0.1234567, 9.876543]),
+        (1, [5e-324, None], [5e-324, 0.999999]),
         (0.000001, [None], [0.000001]),
     ],
 )
@@ -51,35 +54,38 @@ def test_a_budget_that_is_not_a_positive_amount_is_refused(budget: float) -> Non
     assert raised.value.field == "/budgetUsd"
 
 
-def _micros(amount: float) -> int:
-    return int(Decimal(str(amount)) / QUANTUM_USD)
+def _exact(amount: float) -> Decimal:
+    return Decimal(str(amount))
 
 
 def test_water_filling_properties_hold_over_random_cases() -> None:
     rng = random.Random(20261201)
-    checked = 0
+    quantum = Decimal("0.000001")
     for _ in range(3000):
         count = rng.randint(1, 8)
-        budget = round(rng.uniform(0.001, 50), rng.randint(0, 7))
-        if budget <= 0:
-            continue
+        budget = round(rng.uniform(0.000001 * count, 50), rng.randint(6, 8))
         caps: list[float | None] = [
-            None if rng.random() < 0.3 else round(rng.uniform(0.000001, 20), rng.randint(0, 7))
+            None if rng.random() < 0.3 else round(rng.uniform(1e-7, 20), rng.randint(0, 8)) or 1.0
             for _ in range(count)
         ]
-        caps = [cap if cap is None or cap > 0 else None for cap in caps]
-        shares = [_micros(s) for s in split_budget(budget, caps)]
-        own = [None if cap is None else _micros(cap) for cap in caps]
-        total = _micros(budget)
-        assert sum(shares) <= total
-        assert all(s > 0 for s in shares)
-        assert all(cap is None or s <= cap for s, cap in zip(shares, own, strict=True))
-        below_cap = [i for i in range(count) if own[i] is None or shares[i] < (own[i] or 0)]
+        shares = split_budget(budget, caps)
+        exact = [_exact(s) for s in shares]
+        assert sum(exact) <= _exact(budget)
+        assert all(s > 0 for s in exact)
+        assert all(cap is None or s <= _exact(cap) for s, cap in zip(exact, caps, strict=True))
+        below_cap = [i for i, cap in enumerate(caps) if cap is None or exact[i] < _exact(cap)]
         if below_cap:
-            # Someone could take more: then the budget is spent (to the micro-dollar)...
-            assert total - sum(shares) == 0
+            # Someone could take more: then what is left unspent is less than one
+            # micro-dollar per child kept at its cap (their reservations round up)...
+            kept = count - len(below_cap)
+            assert _exact(budget) - sum(exact) < quantum * (kept + 1)
             # ...and nobody below its cap is short of another child by more than rounding.
-            top = max(shares)
-            assert all(top - shares[i] <= 1 for i in below_cap)
-        checked += 1
-    assert checked > 2900
+            top = max(exact)
+            assert all(top - exact[i] <= quantum for i in below_cap)
+
+
+def test_the_service_refuses_a_non_positive_budget_from_callers_other_than_the_api() -> None:
+    command = SubmitRequest(runs=(ActorRun(actor="a"),), budget_usd=0.0)
+    with pytest.raises(ValidationFailed) as raised:
+        validate_request(command, SubmissionPolicy())
+    assert raised.value.field == "/budgetUsd"
