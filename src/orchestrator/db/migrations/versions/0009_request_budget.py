@@ -2,7 +2,7 @@
 maxTotalChargeUsd when it was submitted; null for a request without one.
 
 Revision ID: 0009_request_budget
-Revises: 0006_workspaces
+Revises: 0008_child_usage
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_request_budget"
-down_revision = "0006_workspaces"
+down_revision = "0008_child_usage"
 branch_labels = None
 depends_on = None
 
