@@ -7,8 +7,9 @@ requests accepted, schema-violating ones refused; 405s with a complete ``Allow``
 
 A few rules no schema can state are taught to the generator instead of excused from the
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
-request, a callback URL must name a public host, a webhook carries its child's token.
-Positive cases get such values (``before_call``); negative cases are left alone.
+request, a callback URL must name a public host, a webhook carries its child's token, a
+budget leaves every run a share. Positive cases get such values (``before_call``);
+negative cases are left alone.
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -46,6 +47,7 @@ from orchestrator.db.engine import build_engine, migrate
 from orchestrator.db.queries.registry import list_actors, load_registry_file, seed_registry
 from orchestrator.db.queries.runs import insert_run
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
+from orchestrator.domain.budget import QUANTUM_USD
 from orchestrator.platform.webhook_auth import (
     WEBHOOK_CHILD_PARAM,
     WEBHOOK_TOKEN_HEADER,
@@ -169,6 +171,11 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     callback = body.get("callbackWebhook") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(callback, str):
         body["callbackWebhook"] = _public_callback(callback)
+    budget = body.get("budgetUsd") if isinstance(body, dict) else None
+    runs = body.get("runs") if isinstance(body, dict) else None
+    if isinstance(body, dict) and isinstance(budget, float | int) and isinstance(runs, list):
+        # A budget must leave each run a share of at least QUANTUM_USD (domain.budget).
+        body["budgetUsd"] = max(budget, float(QUANTUM_USD * len(runs)))
     if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.

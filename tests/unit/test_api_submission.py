@@ -131,6 +131,11 @@ def test_fingerprints_are_those_stored_before_the_command_type_existed() -> None
     assert request_hash(kept, "ws_b") == expected_minimal
     dropped = SubmitRequest(runs=(ActorRun(actor="a"),), keep_partial_rows=False)
     assert request_hash(dropped, "ws_b") != expected_minimal
+    # A run's charge limit counts too (so a reused key with another limit is refused).
+    capped = SubmitRequest(
+        runs=(ActorRun(actor="a", options=RunOptions(max_total_charge_usd=1.5)),)
+    )
+    assert request_hash(capped, "ws_b") != expected_minimal
 
 
 async def test_keep_partial_rows_is_stored_and_shown(sqlite_engine: Engine) -> None:
@@ -238,3 +243,86 @@ def test_a_registry_entry_whose_default_exceeds_its_cap_is_refused() -> None:
                 "caps": {"maxTotalChargeUsd": 5},
             }
         )
+
+
+def with_budget(budget: Any, *runs: dict[str, Any]) -> dict[str, Any]:
+    return {"workspaceId": "ws_budget", "budgetUsd": budget, "runs": list(runs)}
+
+
+GENERATOR = {"actor": "ultron-generator"}  # no charge cap in the registry
+
+
+async def test_a_budget_is_split_into_the_childrens_charge_limits_and_shown(
+    api_any_db: Api,
+) -> None:
+    api = api_any_db
+    headers = api.auth(api.admin_key)
+    body = with_budget(
+        10,
+        {**RUN, "options": {"maxTotalChargeUsd": 1}},  # below the equal share: kept
+        GENERATOR,  # uncapped
+        RUN,  # the actor's hard cap of 100 is above its share
+    )
+    response = await api.client.post("/runs", json=body, headers=headers)
+    assert response.status_code == 202, response.text
+    run_id = response.json()["runId"]
+    with api.engine.connect() as conn:
+        children = run_queries.get_children(conn, run_id)
+        assert run_queries.get_run(conn, run_id).budget_usd == 10  # type: ignore[union-attr]
+    assert [c.options["maxTotalChargeUsd"] for c in children] == [1, 4.5, 4.5]
+    # The rest of each child's options is untouched by the split.
+    assert children[1].options == {"memoryMb": 256, "timeoutSec": 3600, "maxTotalChargeUsd": 4.5}
+    shown = await api.client.get(f"/runs/{run_id}", headers=headers)
+    assert shown.status_code == 200 and shown.json()["budgetUsd"] == 10
+    # Without a budget, nothing is split and the view says so.
+    plain = await api.client.post(
+        "/runs", json={"workspaceId": "ws_budget", "runs": [GENERATOR]}, headers=headers
+    )
+    plain_id = plain.json()["runId"]
+    with api.engine.connect() as conn:
+        assert "maxTotalChargeUsd" not in run_queries.get_children(conn, plain_id)[0].options
+    assert (await api.client.get(f"/runs/{plain_id}", headers=headers)).json()["budgetUsd"] is None
+
+
+@pytest.mark.parametrize(
+    ("budget", "detail"),
+    [
+        (0, "greater than 0"),
+        (-5, "greater than 0"),
+        ("lots", "number"),
+        (0.000001, "too small"),  # one micro-dollar cannot be split across two runs
+    ],
+)
+async def test_a_budget_that_cannot_be_split_is_a_422_naming_it(
+    api_any_db: Api, budget: Any, detail: str
+) -> None:
+    api = api_any_db
+    response = await api.client.post(
+        "/runs", json=with_budget(budget, RUN, GENERATOR), headers=api.auth(api.admin_key)
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["code"] == "validation-failed"
+    assert problem["field"] == "/budgetUsd"
+    assert detail in problem["detail"]
+    assert api.counts() == (0, 0) and api.temporal.started == []
+
+
+async def test_the_budget_is_part_of_the_idempotency_fingerprint(api_any_db: Api) -> None:
+    api = api_any_db
+    headers = {**api.auth(api.admin_key), "Idempotency-Key": '"budget-1"'}
+    first = await api.client.post("/runs", json=with_budget(5, RUN), headers=headers)
+    assert first.status_code == 202, first.text
+    again = await api.client.post("/runs", json=with_budget(5, RUN), headers=headers)
+    assert again.json()["runId"] == first.json()["runId"]
+    other = await api.client.post("/runs", json=with_budget(6, RUN), headers=headers)
+    assert other.status_code == 422 and other.json()["code"] == "idempotency-key-reused"
+    assert api.counts() == (1, 1)
+
+
+def test_a_fingerprint_without_a_budget_is_unchanged_and_one_with_it_differs() -> None:
+    minimal = SubmitRequest(runs=(ActorRun(actor="a"),))
+    expected_minimal = "b6a317283d68d206db4d93327d987b11c850276fbf4d1aa3dad779d9421392ac"
+    assert request_hash(minimal, "ws_b") == expected_minimal
+    budgeted = SubmitRequest(runs=(ActorRun(actor="a"),), budget_usd=3.5)
+    assert request_hash(budgeted, "ws_b") != expected_minimal

@@ -117,6 +117,15 @@ class CreateRunRequest(ApiModel):
         description="Keep the rows of actor runs that fail, time out or are aborted: their "
         "datasets are ingested before they end (`partial: true` on such a child).",
     )
+    budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Most the whole request may be charged, in USD. Split across the runs "
+        "before they start: each run's `maxTotalChargeUsd` is at most its share (runs whose "
+        "own limit is below the equal share keep it; the rest is shared equally), rounded "
+        "down to 6 decimals.",
+    )
 
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
@@ -129,6 +138,7 @@ class CreateRunRequest(ApiModel):
             skill_id=self.skill_id,
             callback_webhook=self.callback_webhook,
             keep_partial_rows=self.keep_partial_rows,
+            budget_usd=self.budget_usd,
         )
 
     model_config = ConfigDict(
@@ -258,6 +268,11 @@ class RunView(ApiModel):
     usage_settled: bool = Field(
         default=False,
         description="Every child that reached the platform has a settled (final) figure.",
+    )
+    budget_usd: float | None = Field(
+        default=None,
+        description="The request's budget (USD) as submitted; null without one. Each run was "
+        "started with its share as `maxTotalChargeUsd`.",
     )
     children: list[ChildView]
     keep_partial_rows: bool = True

@@ -55,6 +55,7 @@ scrape_runs = Table(
     Column("items_total", BigInteger, nullable=False, default=0),
     Column("idempotency_key", String(255)),
     Column("request_hash", String(64)),
+    Column("budget_usd", Float),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),

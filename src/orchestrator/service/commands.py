@@ -34,6 +34,8 @@ class SubmitRequest:
     callback_webhook: str | None = None
     #: Children that fail, time out or are aborted still have their rows ingested.
     keep_partial_rows: bool = True
+    #: Most the whole request may be charged (USD), split across its runs (domain.budget).
+    budget_usd: float | None = None
 
 
 #: Reads the body, or returns None as soon as it is known to exceed the given byte count.

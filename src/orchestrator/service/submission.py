@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Engine
@@ -32,12 +32,13 @@ from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
+from orchestrator.domain.budget import check_budget, split_budget
 from orchestrator.domain.errors import NotFound, UnknownActor
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
 from orchestrator.service.auth import Principal
-from orchestrator.service.commands import SubmitRequest
+from orchestrator.service.commands import ActorRun, SubmitRequest
 from orchestrator.service.errors import (
     EngineUnavailable,
     IdempotencyKeyReused,
@@ -110,6 +111,8 @@ def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | 
                 field=f"/runs/{index}/input",
             )
         check_run_options(spec.options, pointer=f"/runs/{index}/options")
+    if command.budget_usd is not None:
+        check_budget(command.budget_usd)
     if command.callback_webhook is None:
         return None
     try:
@@ -130,32 +133,36 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
     The names are spelled out here, not taken from the API's aliases, so renaming a wire
     field cannot change stored fingerprints. The form equals the request body as the API
     received it with defaults filled in, which keeps fingerprints stored before this
-    function existed valid.
+    function existed valid; ``budgetUsd`` and a run's ``maxTotalChargeUsd`` are added only when
+    set, for the same reason.
     """
     document: dict[str, Any] = {
         "workspaceId": workspace_id,
         "conversationId": command.conversation_id,
         "skillId": command.skill_id,
         "callbackWebhook": command.callback_webhook,
-        "runs": [
-            {
-                "actor": spec.actor,
-                "input": spec.input,
-                "options": {
-                    "memoryMb": spec.options.memory_mb,
-                    "timeoutSec": spec.options.timeout_sec,
-                    "build": spec.options.build,
-                    "maxItems": spec.options.max_items,
-                },
-            }
-            for spec in command.runs
-        ],
+        "runs": [_canonical_run(spec) for spec in command.runs],
     }
     # Only when it differs from the default, so fingerprints stored before the flag existed
     # still match the same request.
     if not command.keep_partial_rows:
         document["keepPartialRows"] = False
+    if command.budget_usd is not None:
+        document["budgetUsd"] = command.budget_usd
     return document
+
+
+def _canonical_run(spec: ActorRun) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "memoryMb": spec.options.memory_mb,
+        "timeoutSec": spec.options.timeout_sec,
+        "build": spec.options.build,
+        "maxItems": spec.options.max_items,
+    }
+    # Options newer than the first fingerprints count only when set, as budgetUsd does.
+    if spec.options.max_total_charge_usd is not None:
+        options["maxTotalChargeUsd"] = spec.options.max_total_charge_usd
+    return {"actor": spec.actor, "input": spec.input, "options": options}
 
 
 def request_hash(command: SubmitRequest, workspace_id: str) -> str:
@@ -176,7 +183,7 @@ def build_run(
 ) -> run_queries.NewRun:
     """The rows for a request, or :class:`UnknownActor` naming the first unknown actor."""
     run_id = new_run_id()
-    children = []
+    effective = []
     for index, spec in enumerate(command.runs):
         entry = actors.get(spec.actor)
         if entry is None:
@@ -194,16 +201,25 @@ def build_run(
             source=f"the registry default of {spec.actor}; set the option explicitly",
         )
         options = entry.caps.as_caps().apply(options, pointer=pointer, actor=spec.actor)
-        children.append(
-            run_queries.NewChild(
-                id=child_id(run_id, index),
-                idx=index,
-                actor=spec.actor,
-                platform_actor_id=entry.platform_actor_id,
-                input=spec.input,
-                options=options.stored(),
-            )
+        effective.append((spec, entry, options))
+    if command.budget_usd is not None:
+        # After defaults and caps, so each child's own limit is the one the split respects.
+        shares = split_budget(command.budget_usd, [o.max_total_charge_usd for *_, o in effective])
+        effective = [
+            (spec, entry, replace(options, max_total_charge_usd=share))
+            for (spec, entry, options), share in zip(effective, shares, strict=True)
+        ]
+    children = [
+        run_queries.NewChild(
+            id=child_id(run_id, index),
+            idx=index,
+            actor=spec.actor,
+            platform_actor_id=entry.platform_actor_id,
+            input=spec.input,
+            options=options.stored(),
         )
+        for index, (spec, entry, options) in enumerate(effective)
+    ]
     return run_queries.NewRun(
         id=run_id,
         workspace_id=workspace_id,
@@ -212,6 +228,7 @@ def build_run(
         callback_url=callback_url,
         idempotency_key=idempotency_key,
         request_hash=fingerprint,
+        budget_usd=command.budget_usd,
         children=tuple(children),
         keep_partial_rows=command.keep_partial_rows,
     )

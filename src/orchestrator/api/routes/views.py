@@ -63,6 +63,7 @@ def run_view(
         usage_settled=all(
             c.usage_settled_at is not None for c in children if c.platform_run_id is not None
         ),
+        budget_usd=run.budget_usd,
         children=[child_view(c, calls.get(c.id)) for c in children],
         keep_partial_rows=run.keep_partial_rows,
     )

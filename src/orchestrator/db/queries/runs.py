@@ -47,6 +47,8 @@ class NewRun:
     callback_url: str | None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    #: The request's budget (USD), already split into the children's maxTotalChargeUsd.
+    budget_usd: float | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
     keep_partial_rows: bool = True
 
@@ -70,6 +72,7 @@ class RunRecord:
     updated_at: datetime
     finished_at: datetime | None
     keep_partial_rows: bool = True
+    budget_usd: float | None = None
 
     @property
     def terminal(self) -> bool:
@@ -96,6 +99,7 @@ class RunRecord:
             updated_at=as_utc(row["updated_at"]) or utcnow(),
             finished_at=as_utc(row["finished_at"]),
             keep_partial_rows=bool(row["keep_partial_rows"]),
+            budget_usd=row["budget_usd"],
         )
 
 
@@ -176,6 +180,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             items_total=0,
             idempotency_key=run.idempotency_key,
             request_hash=run.request_hash,
+            budget_usd=run.budget_usd,
             created_at=now,
             updated_at=now,
         )
