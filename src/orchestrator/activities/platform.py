@@ -304,17 +304,12 @@ class PlatformActivities:
         """Read the run's status from the platform (authoritative) and record it."""
         deps = self._deps
         child = await self._reload(params.child_id)
-        try:
-            run = await deps.platform.get_run(params.platform_run_id, wait_secs=params.wait_secs)
-        except PlatformError as exc:
-            await self._log_failure(child, "child.poll_error", "reading the run's status", exc)
-            raise self._error(exc) from None
-        if run is None:
-            raise ApplicationError(
-                f"platform run {params.platform_run_id} was not found",
-                type=ERR_PERMANENT,
-                non_retryable=True,
-            )
+        run = await self._read_run(
+            child,
+            params.platform_run_id,
+            wait_secs=params.wait_secs,
+            failure=("child.poll_error", "reading the run's status"),
+        )
 
         terminal = is_platform_terminal(run.status)
         new_state = child_state_for_platform_terminal(run.status) if terminal else None
@@ -448,10 +443,24 @@ class PlatformActivities:
     async def _read_usage(
         self, child: run_queries.ChildRecord, platform_run_id: str
     ) -> PlatformRun:
+        return await self._read_run(
+            child, platform_run_id, failure=("child.usage_error", "reading the run's usage")
+        )
+
+    async def _read_run(
+        self,
+        child: run_queries.ChildRecord,
+        platform_run_id: str,
+        *,
+        failure: tuple[str, str],
+        wait_secs: int = 0,
+    ) -> PlatformRun:
+        """The run as the platform sees it now; a failed read is logged as ``failure``
+        (event kind, what was being done) and retried by Temporal unless permanent."""
         try:
-            run = await self._deps.platform.get_run(platform_run_id)
+            run = await self._deps.platform.get_run(platform_run_id, wait_secs=wait_secs)
         except PlatformError as exc:
-            await self._log_failure(child, "child.usage_error", "reading the run's usage", exc)
+            await self._log_failure(child, *failure, exc)
             raise self._error(exc) from None
         if run is None:
             raise ApplicationError(
