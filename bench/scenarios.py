@@ -114,6 +114,17 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def wait_usage_settled(app: App, run_id: str, timeout: float = 60.0) -> int:
+    """The platform reads the child's usage settling took, once its event is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in app.events(run_id):
+            if event["kind"] == "child.usage_settled":
+                return int((event.get("data") or {}).get("reads", 0))
+        time.sleep(0.5)
+    raise TimeoutError(f"the usage of {run_id} did not settle within {timeout:.0f} s")
+
+
 # -- 1. ingest throughput ---------------------------------------------------------------------
 
 
@@ -133,9 +144,13 @@ def ingest(app: App, platform: Platform, items: int, item_bytes: int) -> dict[st
         raise RuntimeError(
             f"ingest of {items}: child ended {child['state']} with {child['itemsIngested']} items"
         )
+    # Settling the run's usage reads it again after the end (issue 11): wait for that to
+    # finish so the count is not a race, and count those reads apart from the follow path.
+    settle_reads = wait_usage_settled(app, run_id)
     # Counted before our own read of the run below, which is not the orchestrator's.
     raw = platform.stats()
     calls = calls_by_kind(raw)
+    calls["status"] -= settle_reads
     platform_routes = raw.get("routes", {})
     platform_run = platform.platform_run(child["platformRunId"])
     finished = parse_time(platform_run["finishedAt"])
@@ -166,6 +181,7 @@ def ingest(app: App, platform: Platform, items: int, item_bytes: int) -> dict[st
         "rssSamples": sampler.samples,
         "cpuSecs": cpu.spent,
         "platformCalls": calls,
+        "usageSettleReads": settle_reads,
         "platformRoutes": platform_routes,
         "eventCalls": event_calls(events),
         "callBound": 3 + math.ceil(items / PAGE_SIZE),

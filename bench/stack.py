@@ -50,12 +50,17 @@ EMULATOR_ENV: Final = {
     "APIFY_EMULATOR_LOG_LEVEL": "WARNING",
 }
 
-#: The orchestrator's processes: short long-polls and retries, the default page size.
+#: The emulator's usage figures lag its runs by 5 scripted seconds (its ``usage_lag_secs``).
+EMULATOR_USAGE_LAG_SECONDS: Final = 5.0 * TIME_SCALE
+
+#: The orchestrator's processes: short long-polls and retries, the default page size, and a
+#: usage settle window just past the emulator's lag (the default is for the real platform).
 APP_ENV: Final = {
     "ORCHESTRATOR_POLL_INTERVAL_SECONDS": repr(POLL_INTERVAL_SECONDS),
     "ORCHESTRATOR_POLL_LONG_WAIT_SECONDS": "1",
     "ORCHESTRATOR_CAPACITY_RETRY_SECONDS": "1",
     "ORCHESTRATOR_INGEST_HEARTBEAT_SECONDS": "30",
+    "ORCHESTRATOR_USAGE_SETTLE_SECONDS": repr(EMULATOR_USAGE_LAG_SECONDS + 0.5),
 }
 
 
