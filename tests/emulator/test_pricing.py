@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -17,6 +16,7 @@ from apify_client.errors import ApifyApiError
 from apify_emulator import create_app
 from apify_emulator.pricing import USD_PER_COMPUTE_UNIT, USD_PER_DATASET_WRITE
 from apify_emulator.state import RunRecord
+from tests.support.waiting import eventually_async
 
 from .conftest import (
     AUTH,
@@ -191,7 +191,7 @@ async def test_usage_grows_then_settles_and_stays(lagging: RunningEmulator) -> N
     async def grown() -> bool:
         return await charged() > first
 
-    await until(grown)
+    await eventually_async(grown)
 
     done = await run.wait_for_finish()
     assert done is not None and done.status == "SUCCEEDED"
@@ -203,7 +203,7 @@ async def test_usage_grows_then_settles_and_stays(lagging: RunningEmulator) -> N
     async def at_final() -> bool:
         return abs(await charged() - final) < 1e-9
 
-    await until(at_final)
+    await eventually_async(at_final)
     # ... then it settles and never changes again.
     again = await run.get()
     assert again is not None and again.usage_total_usd == pytest.approx(final)
@@ -287,11 +287,3 @@ async def test_priced_responses_match_the_spec() -> None:
             "/v2/actors/ultron~similarweb-bulk/runs", json={"domains": DOMAINS[:2]}
         )
         check(rows, "POST", "/v2/actors/{actorId}/runs")
-
-
-async def until(check_: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check_():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
