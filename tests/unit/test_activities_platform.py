@@ -15,8 +15,7 @@ from sqlalchemy import Engine
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from orchestrator.activities.deps import ActivityDeps
-from orchestrator.activities.platform import PlatformActivities, webhook_url
+from orchestrator.activities.platform import webhook_url
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.lifecycle import ChildState
@@ -37,7 +36,13 @@ from orchestrator.workflows.types import (
 )
 
 # db_url replaces tests/conftest.py's: PostgreSQL is this module's own database.
-from tests.workflows.activity_support import db_url, store_request, worker_config  # noqa: F401
+from tests.workflows.activity_support import (  # noqa: F401
+    activities,
+    child,
+    db_url,
+    store_request,
+    worker_config,
+)
 from tests.workflows.fakes import FakePlatform, Script, permanent
 
 CAPACITY = PlatformError(
@@ -46,19 +51,6 @@ CAPACITY = PlatformError(
     status_code=402,
     error_type="concurrent-runs-limit-exceeded",
 )
-
-
-def activities(engine: Engine, platform: FakePlatform, **config: Any) -> PlatformActivities:
-    return PlatformActivities(
-        ActivityDeps(engine=engine, platform=platform, config=worker_config(**config))
-    )
-
-
-def child(engine: Engine, cid: str) -> run_queries.ChildRecord:
-    with engine.connect() as conn:
-        found = run_queries.get_child(conn, cid)
-    assert found is not None
-    return found
 
 
 def kinds(engine: Engine, run_id: str) -> Counter[str]:

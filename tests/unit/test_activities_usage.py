@@ -8,8 +8,6 @@ from typing import Any
 from sqlalchemy import Engine
 from temporalio.testing import ActivityEnvironment
 
-from orchestrator.activities.deps import ActivityDeps
-from orchestrator.activities.platform import PlatformActivities
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.lifecycle import ChildState
@@ -17,21 +15,14 @@ from orchestrator.platform.port import StartOptions
 from orchestrator.workflows.types import PollInput, SettleUsageInput
 
 # db_url replaces tests/conftest.py's: PostgreSQL is this module's own database.
-from tests.workflows.activity_support import db_url, store_request, worker_config  # noqa: F401
+from tests.workflows.activity_support import (  # noqa: F401
+    activities,
+    child,
+    db_url,
+    store_request,
+    worker_config,
+)
 from tests.workflows.fakes import FakePlatform, Script
-
-
-def activities(engine: Engine, platform: FakePlatform, **config: Any) -> PlatformActivities:
-    return PlatformActivities(
-        ActivityDeps(engine=engine, platform=platform, config=worker_config(**config))
-    )
-
-
-def child(engine: Engine, cid: str) -> run_queries.ChildRecord:
-    with engine.connect() as conn:
-        found = run_queries.get_child(conn, cid)
-    assert found is not None
-    return found
 
 
 def events(engine: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from orchestrator.activities.deps import ActivityConfig
+from orchestrator.activities.deps import ActivityConfig, ActivityDeps
+from orchestrator.activities.platform import PlatformActivities
 from orchestrator.config.settings import Settings
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.worker import activity_config
+from tests.workflows.fakes import FakePlatform
 
 #: Settings of the test workers (overridable per test); every other value is the default of
 #: ``config.settings.Settings``.
@@ -73,3 +75,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'orchestrator.db'}"
     url: str = request.getfixturevalue("module_postgres_url")
     return url
+
+
+def activities(engine: Engine, platform: FakePlatform, **config: Any) -> PlatformActivities:
+    """The platform activities on ``engine`` and a fake platform, as a worker builds them."""
+    return PlatformActivities(
+        ActivityDeps(engine=engine, platform=platform, config=worker_config(**config))
+    )
+
+
+def child(engine: Engine, cid: str) -> run_queries.ChildRecord:
+    """The child's row as stored now."""
+    with engine.connect() as conn:
+        found = run_queries.get_child(conn, cid)
+    assert found is not None
+    return found

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from temporalio import activity
 
 from orchestrator.platform.port import (
     ErrorKind,
@@ -144,3 +147,20 @@ def permanent(message: str) -> PlatformError:
 
 def retryable(message: str) -> PlatformError:
     return PlatformError(ErrorKind.RETRYABLE, message, status_code=503)
+
+
+def hold_starts_until_cancelled(platform: FakePlatform) -> asyncio.Event:
+    """Make each start wait, inside its activity, until that activity is cancelled, then
+    start the run anyway (a start already on its way when the abort came); the event is
+    set once a start is held."""
+    start_run = platform.start_run
+    entered = asyncio.Event()
+
+    async def start_after_the_cancel(*args: Any, **kwargs: Any) -> PlatformRun:
+        entered.set()
+        while not activity.is_cancelled():  # runs in the activity's context
+            await asyncio.sleep(0.05)
+        return await start_run(*args, **kwargs)
+
+    platform.start_run = start_after_the_cancel  # type: ignore[method-assign]
+    return entered

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
-from temporalio import activity
 
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.platform.port import ErrorKind, PlatformError, PlatformRun
+from orchestrator.platform.port import ErrorKind, PlatformError
 from orchestrator.service.control import abort_request
 from tests.support.db import count_items
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
-from tests.workflows.fakes import Script
+from tests.workflows.fakes import Script, hold_starts_until_cancelled
 from tests.workflows.support import request, result_of, run_to_end, submit
 
 
@@ -195,16 +193,7 @@ async def test_an_abort_reaching_a_start_in_flight_still_aborts_the_run_it_start
 ) -> None:
     """The start heartbeats, so an abort reaches it mid-call; the run the platform may
     already have started must be recorded and aborted, not left running unseen."""
-    start_run = harness.platform.start_run
-    entered = asyncio.Event()
-
-    async def start_after_the_cancel(*args: Any, **kwargs: Any) -> PlatformRun:
-        entered.set()
-        while not activity.is_cancelled():  # runs in the activity's context
-            await asyncio.sleep(0.05)
-        return await start_run(*args, **kwargs)
-
-    harness.platform.start_run = start_after_the_cancel  # type: ignore[method-assign]
+    entered = hold_starts_until_cancelled(harness.platform)
     harness.platform.scripts["ultron~leadgen"] = Script(polls_to_finish=10**9)
     run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
     await asyncio.wait_for(entered.wait(), timeout=30)

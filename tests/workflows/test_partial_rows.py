@@ -8,22 +8,19 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
-from temporalio import activity
 
 from orchestrator.db.engine import build_engine, migrate
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.platform.port import PlatformRun
 from orchestrator.service.control import abort_request
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
-from tests.workflows.fakes import Script, permanent
+from tests.workflows.fakes import Script, hold_starts_until_cancelled, permanent
 from tests.workflows.support import request, result_of, run_to_end, submit
 
 
@@ -141,16 +138,7 @@ async def test_a_caller_abort_keeps_the_rows_of_every_aborted_run_once(
 async def test_an_abort_before_the_poller_keeps_the_rows_in_the_sweep(harness: Harness) -> None:
     """The abort reaches the start in flight, so the child never gets a poller: the master's
     sweep ingests its rows."""
-    start_run = harness.platform.start_run
-    entered = asyncio.Event()
-
-    async def start_after_the_cancel(*args: Any, **kwargs: Any) -> PlatformRun:
-        entered.set()
-        while not activity.is_cancelled():  # runs in the activity's context
-            await asyncio.sleep(0.05)
-        return await start_run(*args, **kwargs)
-
-    harness.platform.start_run = start_after_the_cancel  # type: ignore[method-assign]
+    entered = hold_starts_until_cancelled(harness.platform)
     harness.platform.scripts["ultron~leadgen"] = Script(items=8, polls_to_finish=10**9)
     run_id = await submit(harness, request({"actor": "ultron-leadgen"}))
     await asyncio.wait_for(entered.wait(), timeout=30)
