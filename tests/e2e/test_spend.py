@@ -4,29 +4,23 @@ on the emulator; the orchestrator's settled figures are the platform's final one
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-import httpx
 import pytest
 
 from orchestrator.cli.devstack import DevStack
-from tests.support.waiting import eventually
 
-from .support import api_client, emulator_client, event_kinds, submit, wait_terminal
+from .support import (
+    api_client,
+    emulator_client,
+    event_kinds,
+    settled_run,
+    submit,
+    wait_terminal,
+)
 
 pytestmark = pytest.mark.e2e
 
 WORKSPACE = "ws_e2e_spend"
-
-
-def settled_run(api: httpx.Client, run_id: str) -> dict[str, Any]:
-    def settled() -> dict[str, Any] | None:
-        run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
-        return run if run["terminal"] and run["usageSettled"] else None
-
-    run = eventually(settled, timeout=60, description=f"usage of {run_id} to settle")
-    assert run is not None
-    return run
 
 
 def test_each_childs_settled_cost_is_the_platforms_and_the_request_sums_them(

@@ -15,6 +15,7 @@ from apify_client._models import Run
 from sqlalchemy import Engine, update
 
 from orchestrator.activities.delivery import callback_payload
+from orchestrator.db.queries import budgets as budget_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import usage as usage_queries
 from orchestrator.db.schema import scrape_children
@@ -35,7 +36,7 @@ async def api(engine: Engine) -> AsyncIterator[Api]:
 def assert_problem(response: httpx.Response, status: int, code: str, field: str | None) -> None:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["code"] == code and response.json()["field"] == field
+    assert response.json()["code"] == code and response.json().get("field") == field
 
 
 async def submit(api: Api, key: str, *runs: dict[str, Any]) -> tuple[str, list[str]]:
@@ -225,3 +226,115 @@ def test_the_adapter_reads_usage_from_the_client_model_and_from_a_dict() -> None
     assert (
         _to_run({**raw, "usageTotalUsd": None, "chargedEventCounts": None}).usage_total_usd is None
     )
+
+
+async def test_operators_set_show_and_remove_a_workspace_limit(api: Api) -> None:
+    ws, other = f"ws_{secrets.token_hex(4)}", f"ws_{secrets.token_hex(4)}"
+    key, _ = api.workspace_key(ws)
+    api.workspace_key(other)
+    c, admin = api.client, api.auth(api.admin_key)
+    _, (child,) = await submit(api, key, SIMILARWEB)
+    spend(api.engine, child, 0.75)
+
+    none = (await c.get(f"/workspaces/{ws}/budget", headers=api.auth(key))).json()
+    assert none["limitUsd"] is None and none["exhausted"] is False
+
+    put = await c.put(f"/workspaces/{ws}/budget", json={"limitUsd": 2}, headers=admin)
+    assert put.status_code == 200, put.text
+    view = put.json()
+    assert view["period"] == "month" and view["limitUsd"] == 2
+    assert view["spentUsd"] == pytest.approx(0.75)
+    assert view["remainingUsd"] == pytest.approx(1.25)
+    assert view["exhausted"] is False
+    start, end = (
+        datetime.fromisoformat(view["periodStart"]),
+        datetime.fromisoformat(view["periodEnd"]),
+    )
+    assert start.day == 1 and start.hour == 0 and start <= datetime.now(UTC) < end
+    # The workspace's own key sees it; another workspace's key does not.
+    own = (await c.get(f"/workspaces/{ws}/budget", headers=api.auth(key))).json()
+    assert own == view
+    other_key, _ = api.workspace_key(other)
+    assert_problem(
+        await c.get(f"/workspaces/{ws}/budget", headers=api.auth(other_key)),
+        404,
+        "not-found",
+        "workspaceId",
+    )
+    # Only an operator sets it, and only to a real amount and period.
+    forbidden = await c.put(f"/workspaces/{ws}/budget", json={"limitUsd": 9}, headers=api.auth(key))
+    assert forbidden.status_code == 403
+    for body, field in (
+        ({"limitUsd": 0}, "/limitUsd"),
+        ({"limitUsd": 5, "period": "week"}, "/period"),
+        ({"limitUsd": 5, "extra": 1}, "/extra"),
+    ):
+        bad = await c.put(f"/workspaces/{ws}/budget", json=body, headers=admin)
+        assert bad.status_code == 422, body
+        assert bad.json()["field"] == field, bad.json()
+
+    daily = await c.put(
+        f"/workspaces/{ws}/budget", json={"limitUsd": 0.5, "period": "day"}, headers=admin
+    )
+    assert daily.json()["exhausted"] is True and daily.json()["remainingUsd"] == 0
+    removed = await c.delete(f"/workspaces/{ws}/budget", headers=admin)
+    assert removed.status_code == 200 and removed.json()["limitUsd"] is None
+    again = await c.delete(f"/workspaces/{ws}/budget", headers=admin)
+    assert again.status_code == 200
+
+
+async def test_a_spent_workspace_limit_refuses_new_requests_with_402(api: Api) -> None:
+    ws = f"ws_{secrets.token_hex(4)}"
+    key, _ = api.workspace_key(ws)
+    c, auth = api.client, api.auth(key)
+    first = await c.post(
+        "/runs", json={"runs": [SIMILARWEB]}, headers={**auth, "Idempotency-Key": "k-402"}
+    )
+    assert first.status_code == 202
+    with api.engine.connect() as conn:
+        (child,) = [ch.id for ch in run_queries.get_children(conn, first.json()["runId"])]
+    spend(api.engine, child, 1.5)
+    await c.put(f"/workspaces/{ws}/budget", json={"limitUsd": 1.5}, headers=api.auth(api.admin_key))
+    before = api.counts()
+    refused = await c.post("/runs", json={"runs": [LEADGEN]}, headers=auth)
+    assert_problem(refused, 402, "budget-exhausted", None)
+    assert "monthly budget of $1.50 is spent" in refused.json()["detail"]
+    assert api.counts() == before, "a refused request left rows behind"
+    # A retry of a request accepted before the limit was spent is still answered with it.
+    replay = await c.post(
+        "/runs", json={"runs": [SIMILARWEB]}, headers={**auth, "Idempotency-Key": "k-402"}
+    )
+    assert replay.status_code in (200, 202) and replay.json()["runId"] == first.json()["runId"]
+
+
+async def test_a_stopped_request_says_why_on_its_status_and_callback(api: Api) -> None:
+    ws = f"ws_{secrets.token_hex(4)}"
+    key, _ = api.workspace_key(ws)
+    created = await api.client.post(
+        "/runs",
+        json={"runs": [SIMILARWEB, LEADGEN], "budgetUsd": 1.0},
+        headers=api.auth(key),
+    )
+    run_id = created.json()["runId"]
+    with api.engine.connect() as conn:
+        web, lead = (c.id for c in run_queries.get_children(conn, run_id))
+    spend(api.engine, web, 0.6)
+    with api.engine.begin() as conn:
+        assert budget_queries.enforce_budgets(conn, run_id) is None  # 0.6 of 1.0
+    spend(api.engine, lead, 0.4)
+    with api.engine.begin() as conn:
+        assert budget_queries.enforce_budgets(conn, run_id) == "budget-exhausted"
+        # Idempotent: the reason stays, and the event is recorded once.
+        assert budget_queries.enforce_budgets(conn, run_id) == "budget-exhausted"
+    view = (await api.client.get(f"/runs/{run_id}", headers=api.auth(key))).json()
+    assert view["stopReason"] == "budget-exhausted"
+    assert "request's budget of $1.000000 is spent ($1.000000 so far)" in view["stopMessage"]
+    events = (await api.client.get(f"/runs/{run_id}/events", headers=api.auth(key))).json()
+    (stop,) = [e for e in events["events"] if e["kind"] == "run.budget_exhausted"]
+    assert stop["data"]["reason"] == "budget-exhausted" and stop["data"]["budget"] == "request"
+    with api.engine.connect() as conn:
+        run = run_queries.get_run(conn, run_id)
+        assert run is not None
+        payload = callback_payload(run, run_queries.get_children(conn, run_id), "http://api")
+    assert payload["data"]["stopReason"] == "budget-exhausted"
+    assert payload["data"]["budgetUsd"] == 1.0

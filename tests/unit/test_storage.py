@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, delete, inspect, select
 
 from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.db.engine import migrate
@@ -13,7 +14,7 @@ from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import item_pages, registry
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.schema import metadata, scrape_items
+from orchestrator.db.schema import metadata, scrape_items, shared_config
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.lifecycle import ChildState, RunState
 from tests.support.db import count_items
@@ -126,16 +127,19 @@ def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
 
 
 def test_registry_seed_does_not_overwrite_operator_edits(engine: Engine) -> None:
-    entries = registry.load_registry_file(bundled_registry_text())
+    # Names of this test's own: the PostgreSQL database (and its registry) is the session's.
+    suffix = uuid.uuid4().hex[:8]
+    bundled = registry.load_registry_file(bundled_registry_text())
+    entries = {f"{name}-{suffix}": entry for name, entry in bundled.items()}
+    leadgen = f"ultron-leadgen-{suffix}"
     with engine.begin() as conn:
         assert registry.seed_registry(conn, entries) == len(entries)
-        registry.put_actor(
-            conn, "ultron-leadgen", registry.ActorEntry(platform_actor_id="someone~else")
-        )
+        registry.put_actor(conn, leadgen, registry.ActorEntry(platform_actor_id="someone~else"))
         assert registry.seed_registry(conn, entries) == 0
         actors = registry.list_actors(conn)
-        assert actors["ultron-leadgen"].platform_actor_id == "someone~else"
-        assert "ultron-similarweb-bulk" in actors and "nope" not in actors
+        assert actors[leadgen].platform_actor_id == "someone~else"
+        assert f"ultron-similarweb-bulk-{suffix}" in actors and "nope" not in actors
+        conn.execute(delete(shared_config).where(shared_config.c.key.endswith(f"-{suffix}")))
 
 
 def test_event_dedupe_keys(engine: Engine) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
+from sqlalchemy import select
 from temporalio.service import RPCError
 
 from orchestrator.api.schemas import CreateRunRequest
+from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import orchestrator_workflow_id
 from orchestrator.service import submission
 from orchestrator.service.commands import SubmitRequest
@@ -52,3 +57,37 @@ async def wait_for_workflow(h: Harness, workflow_id: str) -> None:
         return True
 
     await eventually_async(exists, retry_on=(RPCError,), description=f"workflow {workflow_id}")
+
+
+def header(h: Harness, run_id: str) -> run_queries.RunRecord:
+    with h.engine.connect() as conn:
+        run = run_queries.get_run(conn, run_id)
+    assert run is not None
+    return run
+
+
+def children(h: Harness, run_id: str) -> list[run_queries.ChildRecord]:
+    with h.engine.connect() as conn:
+        return run_queries.get_children(conn, run_id)
+
+
+def event_kinds(h: Harness, run_id: str) -> Counter[str]:
+    with h.engine.connect() as conn:
+        return Counter(e.kind for e in event_queries.list_events(conn, run_id, limit=10_000))
+
+
+def stored_indexes(h: Harness, child_id: str) -> list[int]:
+    with h.engine.connect() as conn:
+        query = select(scrape_items.c.item_index).where(scrape_items.c.child_id == child_id)
+        return sorted(conn.execute(query).scalars())
+
+
+def transitions(h: Harness, run_id: str) -> list[str]:
+    with h.engine.connect() as conn:
+        events = event_queries.list_events(conn, run_id, limit=10_000)
+    return [str(e.data["to"]) for e in events if e.kind == "child.state" and e.data]
+
+
+def assert_kept(h: Harness, child: run_queries.ChildRecord, items: int) -> None:
+    assert child.items_ingested == items and child.partial
+    assert stored_indexes(h, child.id) == list(range(items))

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import pytest
 from sqlalchemy import Engine, select
 
 from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
 from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import ChildState, RunState
@@ -19,24 +17,15 @@ from tests.support.db import count_items
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script, hold_starts_until_cancelled
-from tests.workflows.support import request, result_of, run_to_end, submit
-
-
-def header(h: Harness, run_id: str) -> run_queries.RunRecord:
-    with h.engine.connect() as conn:
-        run = run_queries.get_run(conn, run_id)
-    assert run is not None
-    return run
-
-
-def children(h: Harness, run_id: str) -> list[run_queries.ChildRecord]:
-    with h.engine.connect() as conn:
-        return run_queries.get_children(conn, run_id)
-
-
-def event_kinds(h: Harness, run_id: str) -> Counter[str]:
-    with h.engine.connect() as conn:
-        return Counter(e.kind for e in event_queries.list_events(conn, run_id, limit=10_000))
+from tests.workflows.support import (
+    children,
+    event_kinds,
+    header,
+    request,
+    result_of,
+    run_to_end,
+    submit,
+)
 
 
 def header_states(h: Harness, run_id: str) -> list[str]:

@@ -5,65 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from orchestrator.db.engine import build_engine, migrate
-from orchestrator.db.queries import events as event_queries
-from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.schema import scrape_items
 from orchestrator.domain.lifecycle import ChildState, RunState
 from orchestrator.service.control import abort_request
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script, hold_starts_until_cancelled, permanent
-from tests.workflows.support import request, result_of, run_to_end, submit
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def own_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """SQLite, or PostgreSQL in this module's own database: other modules edit the shared
-    database's actor registry, which would send these requests to other actors."""
-    url = (
-        f"sqlite:///{tmp_path / 'orchestrator.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("module_postgres_url")
-    )
-    engine = build_engine(url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
-
-
-def children(h: Harness, run_id: str) -> list[run_queries.ChildRecord]:
-    with h.engine.connect() as conn:
-        return run_queries.get_children(conn, run_id)
-
-
-def stored_indexes(h: Harness, child_id: str) -> list[int]:
-    with h.engine.connect() as conn:
-        query = select(scrape_items.c.item_index).where(scrape_items.c.child_id == child_id)
-        return sorted(conn.execute(query).scalars())
-
-
-def transitions(h: Harness, run_id: str) -> list[str]:
-    with h.engine.connect() as conn:
-        events = event_queries.list_events(conn, run_id, limit=10_000)
-    return [str(e.data["to"]) for e in events if e.kind == "child.state" and e.data]
-
-
-def event_kinds(h: Harness, run_id: str) -> Counter[str]:
-    with h.engine.connect() as conn:
-        return Counter(e.kind for e in event_queries.list_events(conn, run_id, limit=10_000))
-
-
-def assert_kept(h: Harness, child: run_queries.ChildRecord, items: int) -> None:
-    assert child.items_ingested == items and child.partial
-    assert stored_indexes(h, child.id) == list(range(items))
+from tests.workflows.support import (
+    assert_kept,
+    children,
+    event_kinds,
+    request,
+    result_of,
+    run_to_end,
+    submit,
+    transitions,
+)
 
 
 async def test_a_failed_run_keeps_its_rows_and_stays_failed(

@@ -78,6 +78,9 @@ def callback_payload(
             "finishedAt": _iso(run.finished_at),
             "itemsTotal": sum(c.items_ingested for c in children),
             "usageTotalUsd": usage_total_usd,
+            "budgetUsd": run.budget_usd,
+            "stopReason": run.stop_reason,
+            "stopMessage": run.stop_message,
             "children": [
                 {
                     "childId": c.id,

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.queries.budgets import enforce_budgets
 from orchestrator.db.queries.events import append_event, lock_run_events
 from orchestrator.domain.follow import follow_plan
 from orchestrator.domain.lifecycle import (
@@ -146,6 +147,16 @@ async def _sleep_heartbeating(seconds: float) -> None:
         await asyncio.sleep(min(left, 2.0))
 
 
+def _stop_message(run: run_queries.RunRecord | None, default: T) -> str | T:
+    """Why a child of this request is being stopped: the request's stop (a budget), the
+    caller's abort, or ``default`` when neither happened."""
+    if run is not None and run.stop_message:
+        return run.stop_message
+    if run is not None and run.aborted:
+        return "aborted by the caller"
+    return default
+
+
 class PlatformActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self._deps = deps
@@ -182,12 +193,12 @@ class PlatformActivities:
         if child.platform_run_id is not None or child.state.terminal:
             return self._result(child)
         run_record = await deps.read(run_queries.get_run, child.run_id)
-        if run_record is not None and run_record.aborted:
+        if run_record is not None and (run_record.aborted or run_record.stop_reason):
             await deps.tx(
                 run_queries.transition_child,
                 child.id,
                 ChildState.ABORTED,
-                status_message="aborted before it was started",
+                status_message=run_record.stop_message or "aborted before it was started",
             )
         elif child.state is ChildState.SPAWNING and await self._recover_lost_start(child):
             pass
@@ -315,10 +326,14 @@ class PlatformActivities:
         new_state = child_state_for_platform_terminal(run.status) if terminal else None
         # A run that did not succeed but keeps its rows is ``ingesting`` until they are in.
         partial_state = await self._partial_state(child, new_state, params.keep_partial)
+        message = run.status_message or None
+        if message is None and ChildState.ABORTED in (new_state, partial_state):
+            # Our own abort (a stop or the caller's), seen here before the cascade got here.
+            message = await self._stop_reason_or(child, None)
         if partial_state is not None:
             new_state = ChildState.INGESTING
 
-        def record(conn: Connection) -> None:
+        def record(conn: Connection) -> str | None:
             lock_run_events(conn, child.run_id)  # before any row write; see events.py
             run_queries.record_platform_status(conn, child.id, run.status, run.status_message)
             run_queries.record_usage(conn, child.id, run.usage_total_usd, run.charged_event_counts)
@@ -341,18 +356,26 @@ class PlatformActivities:
                     child.id,
                     new_state,
                     platform_status=run.status,
-                    status_message=run.status_message or None,
+                    status_message=message,
                 )
+            # Spend is tracked here, on the figure just stored (docs/ARCHITECTURE.md).
+            return enforce_budgets(conn, child.run_id)
 
-        await deps.tx(record)
+        stop_reason = await deps.tx(record)
         return PollResult(
             status=run.status,
             terminal=terminal,
             succeeded=run.status == PlatformStatus.SUCCEEDED,
-            status_message=run.status_message,
+            status_message=message,
             child_state=new_state.value if new_state else None,
             partial_state=partial_state.value if partial_state else None,
+            stop_reason=stop_reason,
         )
+
+    async def _stop_reason_or(self, child: run_queries.ChildRecord, message: T) -> str | T:
+        """The request's stop message (a budget) if it was stopped, else ``message``: the
+        pollers' cancel path cannot tell a budget stop from a caller's abort, the row can."""
+        return _stop_message(await self._deps.read(run_queries.get_run, child.run_id), message)
 
     async def _keeps_rows(self, child: run_queries.ChildRecord) -> bool:
         """Whether this child's rows are ingested although its run did not succeed."""
@@ -435,6 +458,9 @@ class PlatformActivities:
                 },
                 dedupe_key=f"{child.id}:usage_settled",
             )
+            # A settled figure can still push the request or its workspace over a limit;
+            # the other children's pollers see the stop on their next poll.
+            enforce_budgets(conn, child.run_id)
             return settled
 
         settled = await self._deps.tx(record)
@@ -530,9 +556,9 @@ class PlatformActivities:
         run = None
         if child.platform_run_id is not None:
             run = await self._abort_and_confirm(child.platform_run_id)
-        message = "aborted by the caller"
+        message = await self._stop_reason_or(child, "aborted by the caller")
         if run is not None:
-            message = f"aborted by the caller (platform status {run.status})"
+            message = f"{message} (platform status {run.status})"
         await self._end_child(child, ChildState.ABORTED, message, run)
         return AbortChildResult(child_id=child.id, state=ChildState.ABORTED.value)
 
@@ -563,6 +589,8 @@ class PlatformActivities:
             return StopChildResult(child.id, child.state.value, plan.ingest_heartbeat_seconds)
         state = ChildState(params.state)
         message = params.message
+        if state is ChildState.ABORTED:
+            message = await self._stop_reason_or(child, message)
         run = None
         abort_sent = child.state is not ChildState.INGESTING
         if child.platform_run_id is not None and abort_sent:

@@ -24,6 +24,7 @@ from orchestrator.api.schemas import Problem
 from orchestrator.config.settings import Settings
 from orchestrator.db.queries.registry import list_actors
 from orchestrator.domain.errors import NotFound, UnknownActor, ValidationFailed
+from orchestrator.domain.spending import WorkspaceBudgetExhausted
 from orchestrator.service.errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -43,6 +44,7 @@ PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _STATUS_TEXT = {
     400: "Bad request",
     401: "Missing, invalid or revoked API key (on the webhook: its token)",
+    402: "The workspace's spending limit for the period is spent; nothing was created",
     403: "The key may not do this (an admin key is required)",
     404: "Not found (or owned by another workspace)",
     409: "Conflict",
@@ -74,6 +76,7 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
             InvalidIdempotencyKey.code,
         ),
         **_UNAUTHORIZED,
+        402: (WorkspaceBudgetExhausted.code,),
         **_NOT_FOUND,
         **_TOO_LARGE,
         422: (
@@ -104,6 +107,15 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         **_TOO_LARGE,
     },
     ("get", "/workspaces/{workspace_id}/usage"): {**_UNAUTHORIZED, **_NOT_FOUND, **_INVALID},
+    ("get", "/workspaces/{workspace_id}/budget"): {**_UNAUTHORIZED, **_NOT_FOUND},
+    ("put", "/workspaces/{workspace_id}/budget"): {
+        **_UNDECODABLE,
+        **_ADMIN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_INVALID,
+    },
+    ("delete", "/workspaces/{workspace_id}/budget"): {**_ADMIN, **_NOT_FOUND, **_TOO_LARGE},
     ("post", "/webhooks/platform"): {
         400: (MALFORMED_BODY,),
         401: ("unauthorized",),

@@ -10,7 +10,7 @@ a body into the service's command type, so nothing below the API sees this wire 
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -274,6 +274,16 @@ class RunView(ApiModel):
         description="The request's budget (USD) as submitted; null without one. Each run was "
         "started with its share as `maxTotalChargeUsd`.",
     )
+    stop_reason: str | None = Field(
+        default=None,
+        description="Why the request was stopped before its runs ended by themselves: "
+        "`budget-exhausted` (its `budgetUsd` or its workspace's limit was spent; every run "
+        "still live was aborted, rows kept); null otherwise. A caller's abort shows as "
+        "`state: aborted`.",
+    )
+    stop_message: str | None = Field(
+        default=None, description="Which budget stopped it, and what was spent."
+    )
     children: list[ChildView]
     keep_partial_rows: bool = True
 
@@ -447,6 +457,31 @@ class WorkspaceUsageView(ApiModel):
     to: date
     usage_total_usd: float
     days: list[DayUsageView] = Field(description="Days with any spend, oldest first.")
+
+
+class WorkspaceBudgetRequest(ApiModel):
+    limit_usd: float = Field(
+        gt=0, description="The most the workspace may spend per period (USD).", examples=[50]
+    )
+    period: Literal["day", "month"] = Field(
+        default="month", description="UTC calendar day or month; a new period starts afresh."
+    )
+
+
+class WorkspaceBudgetView(ApiModel):
+    workspace_id: str
+    limit_usd: float | None = Field(description="Null: the workspace has no limit.")
+    period: Literal["day", "month"] | None
+    period_start: datetime | None = Field(description="The current period (UTC), inclusive.")
+    period_end: datetime | None = Field(description="When the next period starts.")
+    spent_usd: float | None = Field(
+        description="Spend booked in the current period (as the usage report books it)."
+    )
+    remaining_usd: float | None
+    exhausted: bool = Field(
+        description="The limit is spent: new requests are refused (402) and running ones "
+        "are stopped (`stopReason: budget-exhausted`)."
+    )
 
 
 class RotatedSecret(ApiModel):

@@ -225,7 +225,7 @@ def actors() -> None:
 
 keys_app = typer.Typer(help="Create, list and revoke API keys (talks to the database).")
 app.add_typer(keys_app, name="keys")
-workspaces_app = typer.Typer(help="Workspace settings: the callback signing secret.")
+workspaces_app = typer.Typer(help="Workspace settings: callback signing secret, spending limit.")
 app.add_typer(workspaces_app, name="workspaces")
 
 
@@ -327,3 +327,48 @@ def workspaces_rotate_secret(
         console.print(
             f"the previous secret also signs until {rotated.previous_valid_until.isoformat()}"
         )
+
+
+@workspaces_app.command("budget")
+def workspaces_budget(
+    workspace: Annotated[str, typer.Argument(help="The workspace id.")],
+    limit_usd: Annotated[
+        float | None, typer.Option("--limit-usd", help="Set the limit (USD per period).")
+    ] = None,
+    period: Annotated[
+        str, typer.Option("--period", help="`month` or `day` (UTC), with --limit-usd.")
+    ] = "month",
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the limit.")] = False,
+) -> None:
+    """Show, set or remove the workspace's spending limit. While it is spent, new requests
+    are refused (402) and running ones are stopped."""
+    from orchestrator.config.bootstrap import prepare_database
+    from orchestrator.db.queries.budgets import limit_status
+    from orchestrator.domain.errors import DomainError
+    from orchestrator.domain.spending import BudgetPeriod
+    from orchestrator.service import budgets
+
+    if period not in {p.value for p in BudgetPeriod}:
+        console.print(f"[red]--period must be month or day, not {period!r}[/red]")
+        raise typer.Exit(2)
+    engine = prepare_database(Settings())
+    try:
+        with engine.begin() as conn:
+            if clear:
+                budgets.clear_workspace_budget(conn, workspace)
+            elif limit_usd is not None:
+                budgets.set_workspace_budget(conn, workspace, limit_usd, BudgetPeriod(period))
+            status = limit_status(conn, workspace)
+    except DomainError as exc:
+        console.print(f"[red]{exc.detail}[/red]")
+        raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
+    if status is None:
+        console.print(f"{workspace} has no spending limit")
+        return
+    state = "[red]exhausted[/red]" if status.exhausted else "available"
+    console.print(
+        f"{status.limit.describe()}: ${status.spent_usd:.6f} spent since "
+        f"{status.period_start:%Y-%m-%d}, ${status.remaining_usd:.6f} left ({state})"
+    )

@@ -56,6 +56,9 @@ scrape_runs = Table(
     Column("idempotency_key", String(255)),
     Column("request_hash", String(64)),
     Column("budget_usd", Float),
+    # 0010: why the request was stopped (``budget-exhausted``), and how it was said.
+    Column("stop_reason", String(32)),
+    Column("stop_message", Text),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -158,4 +161,7 @@ workspaces = Table(
     Column("previous_secret_expires_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("secret_rotated_at", DateTime(timezone=True), nullable=False),
+    # 0010: the workspace's spending limit per budget_period (day or month); null: none.
+    Column("budget_usd", Float),
+    Column("budget_period", String(8)),
 )

@@ -1,7 +1,8 @@
 """Submitting a request: validate, store it, start its workflow - or replay an earlier one.
 
 Everything is checked before anything is written (the workspace, limits, every run's
-options, the callback URL, every actor against the registry, the Idempotency-Key), and the
+options, the callback URL, every actor against the registry, the Idempotency-Key, the
+workspace's spending limit), and the
 header, its children and its workspace row are written in one transaction, so a rejected
 request leaves nothing behind. The workflow id is derived from the run id, so starting it
 again (a retried call) finds the same execution.
@@ -38,6 +39,7 @@ from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
 from orchestrator.service.auth import Principal
+from orchestrator.service.budgets import refuse_if_exhausted
 from orchestrator.service.commands import ActorRun, SubmitRequest
 from orchestrator.service.errors import (
     EngineUnavailable,
@@ -273,6 +275,7 @@ def _store(
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
             )
+            refuse_if_exhausted(conn, workspace)
             workspace_queries.ensure_workspace(conn, workspace, new_nonce)
             run_queries.insert_run(conn, run)
             record = run_queries.get_run(conn, run.id)

@@ -32,12 +32,14 @@ with workflow.unsafe.imports_passed_through():
         PollerResult,
         PollInput,
         PollResult,
+        StopRequest,
     )
 
 POLLER_WORKFLOW = "PollerWorkflow"
 PLATFORM_SIGNAL = "platform_signal"
-# The master's signal; named here too because the master imports this module.
+# The master's signals; named here too because the master imports this module.
 CHILD_FINISHED_SIGNAL = "child_finished"
+STOP_REQUEST_SIGNAL = "stop_request"
 # Pollers that reach their cap from here on abort the platform run (time_out_child) instead
 # of only recording timed_out; histories from before replay the old path.
 TIME_OUT_ABORTS_PATCH = "time-out-aborts-platform-run"
@@ -150,8 +152,23 @@ class PollerWorkflow:
                 )
             )
             polls += 1
+            if result.stop_reason is not None:
+                await self._ask_master_to_stop(params, result.stop_reason)
             if result.terminal:
                 return result
+
+    async def _ask_master_to_stop(self, params: PollerInput, reason: str) -> None:
+        """The request was stopped (a budget is spent): the master stops every live child,
+        this one included, by the abort cascade. Said after every poll until then, so a
+        master restarted meanwhile (by the reconciler) hears it too."""
+        if not params.parent_workflow_id:
+            return
+        master = workflow.get_external_workflow_handle(params.parent_workflow_id)
+        try:
+            await master.signal(STOP_REQUEST_SIGNAL, StopRequest(reason=reason))
+        except Exception:
+            # The master is gone; the reconciler restarts it and it stops the children then.
+            workflow.logger.warning("could not ask the master of %s to stop", params.child_id)
 
     async def _next_look(
         self, params: PollerInput, first: bool, remaining: float

@@ -3,7 +3,8 @@
 It spawns every child in parallel (activity ``start_actor_run``), starts one
 ``PollerWorkflow`` per started child, waits until every child has finished, and finalises
 the request. A child whose start fails for good is recorded as failed without blocking its
-siblings.
+siblings. A poller that finds the request's budget (or its workspace's) spent sends
+``stop_request``, and the master stops every live child by the same cascade as an abort.
 
 Pollers are started with ``ParentClosePolicy.ABANDON`` and report back by the
 ``child_finished`` signal instead of being awaited: a poller then outlives a master that was
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.workflows.poller import (
         CHILD_FINISHED_SIGNAL,
         PARTIAL_ROWS_PATCH,
+        STOP_REQUEST_SIGNAL,
         PollerWorkflow,
         ingest_partial_rows,
     )
@@ -35,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         OrchestratorInput,
         OrchestratorResult,
         PollerInput,
+        StopRequest,
     )
 
 ORCHESTRATOR_WORKFLOW = "ScraperOrchestrator"
@@ -48,18 +51,37 @@ class ScraperOrchestrator:
     def __init__(self) -> None:
         self._finished: dict[str, str] = {}
         self._pollers: set[str] = set()
+        self._stop_reason: str | None = None
+        self._spawning: asyncio.Future[list[None]] | None = None
 
     @workflow.signal(name=CHILD_FINISHED_SIGNAL)
     def child_finished(self, done: ChildFinished) -> None:
         self._finished[done.child_id] = done.state
 
+    @workflow.signal(name=STOP_REQUEST_SIGNAL)
+    def stop_request(self, stop: StopRequest) -> None:
+        """A poller found the request stopped (a budget is spent): stop every live child,
+        as an abort does. Starts still in flight are cancelled first."""
+        if self._stop_reason is None:
+            self._stop_reason = stop.reason
+            if self._spawning is not None and not self._spawning.done():
+                self._spawning.cancel()
+
     @workflow.run
     async def run(self, params: OrchestratorInput) -> OrchestratorResult:
         expected = set(params.child_ids)
         try:
-            await asyncio.gather(*(self._spawn(params.run_id, cid) for cid in params.child_ids))
-            await workflow.wait_condition(lambda: expected <= self._finished.keys())
+            self._spawning = asyncio.gather(
+                *(self._spawn(params.run_id, cid) for cid in params.child_ids)
+            )
+            await self._spawning
+            await workflow.wait_condition(
+                lambda: expected <= self._finished.keys() or self._stop_reason is not None
+            )
+            if not expected <= self._finished.keys():
+                await self._abort(params)
         except asyncio.CancelledError:
+            # The caller aborted (the workflow is cancelled) or a stop cancelled the starts.
             await self._abort(params)
         final = await calls.finalize_run(params.run_id)
         if final.deliver_callback:
@@ -108,8 +130,10 @@ class ScraperOrchestrator:
         self._pollers.add(child_id)
 
     async def _abort(self, params: OrchestratorInput) -> None:
-        """The caller aborted: cancel the pollers (each aborts its platform run), and sweep
-        every child, since one may be between its start and its poller."""
+        """The caller aborted, or a budget is spent: cancel the pollers (each aborts its
+        platform run), and sweep every child, since one may be between its start and its
+        poller. The children's messages say which (the activities read the request's stop
+        reason)."""
         keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
         for child_id in self._pollers:
             if child_id not in self._finished:

@@ -140,6 +140,13 @@ class ChildFinished:
 
 
 @dataclass(frozen=True)
+class StopRequest:
+    """Sent to a master by a poller that found the request stopped (``stop_reason``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class PollInput:
     child_id: str
     platform_run_id: str
@@ -159,6 +166,9 @@ class PollResult:
     # The run did not succeed but its rows are kept: the child is ``ingesting`` and ends in
     # this state once its dataset is ingested.
     partial_state: str | None = None
+    # The request was stopped (its budget or its workspace's is spent): its master must stop
+    # every live child. Set on every poll from then on, so a restarted master learns it too.
+    stop_reason: str | None = None
 
 
 @dataclass(frozen=True)

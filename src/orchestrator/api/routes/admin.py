@@ -1,5 +1,5 @@
-"""``/admin/keys`` (admin keys only), ``/workspaces/{id}/callback-secret`` and
-``/workspaces/{id}/usage``.
+"""``/admin/keys`` (admin keys only), ``/workspaces/{id}/callback-secret``,
+``/workspaces/{id}/usage`` and ``/workspaces/{id}/budget`` (set by admin keys only).
 
 Secrets (a new API key, a callback secret) appear in exactly one response each, the one
 that created them, marked ``Cache-Control: no-store``; listings show key ids only.
@@ -26,18 +26,28 @@ from orchestrator.api.schemas import (
     KeyList,
     KeyView,
     RotatedSecret,
+    WorkspaceBudgetRequest,
+    WorkspaceBudgetView,
     WorkspaceUsageView,
 )
 from orchestrator.db.queries import api_keys as key_queries
+from orchestrator.db.queries.budgets import LimitStatus
 from orchestrator.domain.errors import NotFound
+from orchestrator.domain.spending import BudgetPeriod
 from orchestrator.security.api_keys import display_key
 from orchestrator.service import auth
+from orchestrator.service import budgets as budget_service
 from orchestrator.service.usage import MAX_USAGE_DAYS, workspace_usage
 from orchestrator.service.workspaces import rotate_callback_secret
 
 router = APIRouter(tags=["admin"])
 
 NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _check_workspace_id(workspace_id: str) -> None:
+    if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one
+        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
 
 
 def key_view(record: key_queries.ApiKeyRecord) -> KeyView:
@@ -116,8 +126,7 @@ def revoke_key(key_id: str, _admin: AdminCaller, app_state: State) -> KeyView:
     "missing a callback.",
 )
 async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> JSONResponse:
-    if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one
-        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
+    _check_workspace_id(workspace_id)
     settings = app_state.settings
 
     def rotate() -> RotatedSecret:
@@ -156,8 +165,7 @@ def get_usage(
     start: Annotated[date, Query(alias="from", description="First UTC day (ISO date).")],
     end: Annotated[date, Query(alias="to", description="Last UTC day (ISO date), inclusive.")],
 ) -> WorkspaceUsageView:
-    if not re.match(ID_PATTERN, workspace_id):  # never a workspace: as for a missing one
-        raise NotFound(f"workspace {workspace_id} does not exist", field="workspaceId")
+    _check_workspace_id(workspace_id)
     with app_state.reader.connect() as conn:
         usage = workspace_usage(conn, workspace_id, start, end, caller=caller)
     return WorkspaceUsageView(
@@ -183,3 +191,76 @@ def get_usage(
             for day in usage.days
         ],
     )
+
+
+def budget_view(workspace_id: str, status: LimitStatus | None) -> WorkspaceBudgetView:
+    if status is None:
+        return WorkspaceBudgetView(
+            workspace_id=workspace_id,
+            limit_usd=None,
+            period=None,
+            period_start=None,
+            period_end=None,
+            spent_usd=None,
+            remaining_usd=None,
+            exhausted=False,
+        )
+    return WorkspaceBudgetView(
+        workspace_id=workspace_id,
+        limit_usd=status.limit.limit_usd,
+        period=status.limit.period.value,
+        period_start=status.period_start,
+        period_end=status.period_end,
+        spent_usd=status.spent_usd,
+        remaining_usd=status.remaining_usd,
+        exhausted=status.exhausted,
+    )
+
+
+_BUDGET_RULES = (
+    "While the limit is spent, `POST /runs` for the workspace answers `402 "
+    "budget-exhausted` and creates nothing, and running requests are stopped "
+    "(`stopReason: budget-exhausted`, every live run aborted, rows kept)."
+)
+
+
+@router.get(
+    "/workspaces/{workspace_id}/budget",
+    response_model=WorkspaceBudgetView,
+    summary="The workspace's spending limit and what it spent in the current period.",
+    description=_BUDGET_RULES + " A workspace key sees only its own workspace.",
+)
+def get_budget(workspace_id: str, caller: Caller, app_state: State) -> WorkspaceBudgetView:
+    _check_workspace_id(workspace_id)
+    with app_state.reader.connect() as conn:
+        status = budget_service.workspace_budget(conn, workspace_id, caller=caller)
+    return budget_view(workspace_id, status)
+
+
+@router.put(
+    "/workspaces/{workspace_id}/budget",
+    response_model=WorkspaceBudgetView,
+    summary="Set the workspace's spending limit per UTC day or month (admin keys only).",
+    description=_BUDGET_RULES + " It applies at once, also to requests already running.",
+)
+def put_budget(
+    workspace_id: str, body: WorkspaceBudgetRequest, _admin: AdminCaller, app_state: State
+) -> WorkspaceBudgetView:
+    _check_workspace_id(workspace_id)
+    with app_state.engine.begin() as conn:
+        status = budget_service.set_workspace_budget(
+            conn, workspace_id, body.limit_usd, BudgetPeriod(body.period)
+        )
+    return budget_view(workspace_id, status)
+
+
+@router.delete(
+    "/workspaces/{workspace_id}/budget",
+    response_model=WorkspaceBudgetView,
+    summary="Remove the workspace's spending limit (admin keys only). Idempotent.",
+)
+def delete_budget(workspace_id: str, _admin: AdminCaller, app_state: State) -> WorkspaceBudgetView:
+    _check_workspace_id(workspace_id)
+    with app_state.engine.begin() as conn:
+        budget_service.clear_workspace_budget(conn, workspace_id)
+    return budget_view(workspace_id, None)

@@ -73,6 +73,9 @@ class RunRecord:
     finished_at: datetime | None
     keep_partial_rows: bool = True
     budget_usd: float | None = None
+    # Why the request was stopped (``domain.spending.BUDGET_EXHAUSTED``), and how it was said.
+    stop_reason: str | None = None
+    stop_message: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -100,6 +103,8 @@ class RunRecord:
             finished_at=as_utc(row["finished_at"]),
             keep_partial_rows=bool(row["keep_partial_rows"]),
             budget_usd=row["budget_usd"],
+            stop_reason=row["stop_reason"],
+            stop_message=row["stop_message"],
         )
 
 

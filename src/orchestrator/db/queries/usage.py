@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import ColumnElement, Connection, func, select
 
 from orchestrator.db.queries._common import as_utc
 from orchestrator.db.schema import scrape_children, scrape_runs
@@ -50,25 +50,46 @@ def _utc_midnight(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=UTC)
 
 
+# When a child's spend is booked: the day it finished, or started while it still runs.
+_booked_at = func.coalesce(scrape_children.c.finished_at, scrape_children.c.started_at)
+_children_of_runs = scrape_children.join(scrape_runs, scrape_runs.c.id == scrape_children.c.run_id)
+
+
+def _booked_between(workspace_id: str, start: datetime, end: datetime) -> list[ColumnElement[bool]]:
+    """Children of the workspace with a figure, booked in [start, end)."""
+    return [
+        scrape_runs.c.workspace_id == workspace_id,
+        scrape_children.c.usage_total_usd.is_not(None),
+        _booked_at >= start,
+        _booked_at < end,
+    ]
+
+
+def workspace_spend(conn: Connection, workspace_id: str, start: datetime, end: datetime) -> float:
+    """What the workspace's children booked in [start, end) cost (a budget period)."""
+    total = conn.execute(
+        select(func.coalesce(func.sum(scrape_children.c.usage_total_usd), 0.0))
+        .select_from(_children_of_runs)
+        .where(*_booked_between(workspace_id, start, end))
+    ).scalar_one()
+    return float(total)
+
+
 def workspace_usage(conn: Connection, workspace_id: str, start: date, end: date) -> WorkspaceUsage:
     """Spend of ``workspace_id`` from ``start`` to ``end`` (both inclusive, UTC days)."""
-    booked = func.coalesce(scrape_children.c.finished_at, scrape_children.c.started_at)
     rows = conn.execute(
         select(
-            booked.label("booked_at"),
+            _booked_at.label("booked_at"),
             scrape_children.c.actor,
             scrape_children.c.usage_total_usd,
             scrape_children.c.charged_events_json,
             scrape_children.c.usage_settled_at,
         )
-        .select_from(
-            scrape_children.join(scrape_runs, scrape_runs.c.id == scrape_children.c.run_id)
-        )
+        .select_from(_children_of_runs)
         .where(
-            scrape_runs.c.workspace_id == workspace_id,
-            scrape_children.c.usage_total_usd.is_not(None),
-            booked >= _utc_midnight(start),
-            booked < _utc_midnight(end + timedelta(days=1)),
+            *_booked_between(
+                workspace_id, _utc_midnight(start), _utc_midnight(end + timedelta(days=1))
+            )
         )
     ).mappings()
     groups: dict[date, dict[str, ActorUsage]] = defaultdict(dict)
