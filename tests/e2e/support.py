@@ -43,14 +43,14 @@ def wait_terminal(api: httpx.Client, run_id: str, timeout: float = 120) -> dict[
     return run
 
 
-def settled_run(api: httpx.Client, run_id: str) -> dict[str, Any]:
+def settled_run(api: httpx.Client, run_id: str, timeout: float = 60) -> dict[str, Any]:
     """The request once it has ended and every child's cost is final."""
 
     def settled() -> dict[str, Any] | None:
         run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
         return run if run["terminal"] and run["usageSettled"] else None
 
-    run = eventually(settled, timeout=60, description=f"usage of {run_id} to settle")
+    run = eventually(settled, timeout=timeout, description=f"usage of {run_id} to settle")
     assert run is not None
     return run
 

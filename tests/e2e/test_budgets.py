@@ -88,7 +88,9 @@ def test_a_worker_killed_as_the_budget_runs_out_leaves_nothing_running(
     under way or about to be); the next worker finishes it: no run left running, every row
     once, the spend the sum of the children's final figures."""
     ws = workspace()
-    body = {"workspaceId": ws, "runs": [TRAFFIC, TRAFFIC], "budgetUsd": 0.06}
+    # Runs far longer than the worker's restart, so they are still live when it is back.
+    slow = {**TRAFFIC, "input": {"domains": DOMAINS, "durationSecs": 400}}
+    body = {"workspaceId": ws, "runs": [slow, slow], "budgetUsd": 0.06}
     with api_client(stack) as api, emulator_client(stack) as emulator:
         run_id = submit(api, body)
         eventually(
@@ -99,7 +101,7 @@ def test_a_worker_killed_as_the_budget_runs_out_leaves_nothing_running(
         )
         stack.kill("worker")
         stack.start_component("worker")
-        run = settled_run(api, run_id)
+        run = settled_run(api, run_id, timeout=150)
         assert run["stopReason"] == "budget-exhausted"
         assert run["state"] == "aborted"
         for child in run["children"]:

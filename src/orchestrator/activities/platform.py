@@ -517,7 +517,7 @@ class PlatformActivities:
         self,
         child: run_queries.ChildRecord,
         state: ChildState,
-        message: str,
+        message: str | None,
         run: PlatformRun | None,
         *,
         abort_sent: bool = True,
@@ -588,21 +588,27 @@ class PlatformActivities:
         if child.state.terminal:
             return StopChildResult(child.id, child.state.value, plan.ingest_heartbeat_seconds)
         state = ChildState(params.state)
-        message = params.message
+        message: str | None = params.message
         if state is ChildState.ABORTED:
             message = await self._stop_reason_or(child, message)
         run = None
         abort_sent = child.state is not ChildState.INGESTING
+        ended_status = child.platform_status if not abort_sent else None
         if child.platform_run_id is not None and abort_sent:
             run = await self._abort_and_confirm(child.platform_run_id)
             if run is not None:
                 message = f"{message} (platform status {run.status})"
-        elif child.state is ChildState.INGESTING and child.platform_status is not None:
-            # Its run had ended by itself: a failed run stays failed, with its own message.
-            ended = child_state_for_platform_terminal(child.platform_status)
-            if ended is ChildState.FAILED:
-                state, message = ended, child.status_message or message
-        if not (params.keep_partial and await self._keeps_rows(child)):
+                ended_status = run.status
+        if ended_status is not None and ended_status != PlatformStatus.ABORTED:
+            # Its run had ended by itself before the stop reached it: it keeps its real
+            # state (a succeeded run stays succeeded, a failed one failed) and its message.
+            ended = child_state_for_platform_terminal(ended_status)
+            own = run.status_message if run is not None else child.status_message
+            state = ChildState.SUCCEEDED if ended is ChildState.INGESTING else ended
+            message = own or (None if state is ChildState.SUCCEEDED else message)
+        if state is not ChildState.SUCCEEDED and not (
+            params.keep_partial and await self._keeps_rows(child)
+        ):
             await self._end_child(child, state, message, run, abort_sent=abort_sent)
             return StopChildResult(child.id, state.value, plan.ingest_heartbeat_seconds)
         await self._end_child(child, ChildState.INGESTING, message, run, abort_sent=abort_sent)

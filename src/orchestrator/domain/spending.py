@@ -19,9 +19,9 @@ The rules:
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_EVEN, Decimal
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
 from enum import StrEnum
 
 from orchestrator.domain.errors import DomainError, ValidationFailed
