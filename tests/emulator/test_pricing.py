@@ -14,9 +14,11 @@ from apify_client import ApifyClient, ApifyClientAsync
 from apify_client.errors import ApifyApiError
 
 from apify_emulator import create_app
-from apify_emulator.actors import LEADGEN_PRICING
+from apify_emulator.actors import LEADGEN_PRICING, find_actor
 from apify_emulator.pricing import USD_PER_COMPUTE_UNIT, USD_PER_DATASET_WRITE, Pricing
 from apify_emulator.state import RunRecord
+from orchestrator.config.bootstrap import bundled_registry_text
+from orchestrator.db.queries.registry import ActorEntry, load_registry_file
 from tests.support.waiting import eventually_async
 
 from .conftest import (
@@ -333,3 +335,26 @@ def test_a_state_file_from_before_the_minimum_still_loads() -> None:
     assert not old.refuses_max_total_charge(0.000001)
     assert old.to_api()["minimalMaxTotalChargeUsd"] is None
     assert Pricing.from_dict(LEADGEN_PRICING.to_dict()) == LEADGEN_PRICING
+
+
+def test_the_bundled_registry_prices_the_actors_as_the_emulator_charges() -> None:
+    entries = load_registry_file(bundled_registry_text())
+    for name, actor in (
+        ("ultron-leadgen", "leadgen"),
+        ("ultron-similarweb-bulk", "similarweb-bulk"),
+        ("ultron-generator", "generator"),
+    ):
+        emulated = find_actor(f"~{actor}", "ultron")
+        assert emulated is not None
+        platform = emulated.pricing.to_api()
+        registered = ActorEntry.model_validate(entries[name]).pricing
+        assert registered is not None
+        record = registered.model_dump(by_alias=True, exclude_none=True)
+        assert record["pricingModel"] == platform["pricingModel"], name
+        for key in ("pricePerUnitUsd", "unitName", "minimalMaxTotalChargeUsd"):
+            assert record.get(key) == platform.get(key), (name, key)
+        events = platform.get("pricingPerEvent", {}).get("actorChargeEvents", {})
+        registered_events = record.get("pricingPerEvent", {}).get("actorChargeEvents", {})
+        assert {e: v["eventPriceUsd"] for e, v in registered_events.items()} == {
+            e: v["eventPriceUsd"] for e, v in events.items()
+        }, name

@@ -71,8 +71,8 @@ def split_budget(
 ) -> list[float]:
     """Each child's ``maxTotalChargeUsd`` under the budget, in the order of ``caps``.
 
-    ``caps`` are the children's own effective limits (None = uncapped), ``floors`` their
-    minimum charges (default 0; each at most its cap), ``names`` what to call them in the
+    ``caps`` are the children's own effective limits (None = uncapped; else above 0),
+    ``floors`` their minimum charges (default 0; each at most its cap), ``names`` what to call them in the
     refusal (default ``run <index>``). The result is ``clamp(level, floor, cap)`` per child,
     with the largest level (a whole number of :data:`QUANTUM_USD`) whose total stays within
     the budget; a kept cap is returned as given. Raises :class:`BudgetTooSmall` when the
@@ -88,8 +88,8 @@ def split_budget(
     low = [max(1, _micros(floor, ROUND_CEILING)) for floor in floors]
     high = [None if cap is None else _micros(cap, ROUND_CEILING) for cap in caps]
     for index, (cap, floor) in enumerate(zip(caps, floors, strict=True)):
-        if cap is not None and cap < floor:
-            raise ValueError(f"child {index}: cap {cap} is below its floor {floor}")
+        if cap is not None and not (cap > 0 and cap >= floor):
+            raise ValueError(f"child {index}: cap {cap} is not above 0 and its floor {floor}")
     if sum(low) > budget:
         raise _too_small(budget_usd, floors, low, names)
 
