@@ -72,11 +72,11 @@ def split_budget(
     """Each child's ``maxTotalChargeUsd`` under the budget, in the order of ``caps``.
 
     ``caps`` are the children's own effective limits (None = uncapped; else above 0),
-    ``floors`` their minimum charges (default 0; each at most its cap), ``names`` what to call them in the
-    refusal (default ``run <index>``). The result is ``clamp(level, floor, cap)`` per child,
-    with the largest level (a whole number of :data:`QUANTUM_USD`) whose total stays within
-    the budget; a kept cap is returned as given. Raises :class:`BudgetTooSmall` when the
-    budget is below the floors added up.
+    ``floors`` their minimum charges (default 0; each at most its cap), ``names`` what to
+    call them in the refusal (default ``run <index>``). The result is ``clamp(level, floor,
+    cap)`` per child, with the largest level (a whole number of :data:`QUANTUM_USD`) whose
+    total stays within the budget; a kept cap is returned as given. Raises
+    :class:`BudgetTooSmall` when the budget is below the floors added up.
     """
     check_budget(budget_usd)
     floors = [0.0] * len(caps) if floors is None else list(floors)
