@@ -47,7 +47,9 @@ class ActorDef:
 
 
 # One actor per pricing model. Leadgen charges like a Store actor: the platform's synthetic
-# start event at its default price, and one `lead` event per row it pushes.
+# start event at its default price, and one `lead` event per row it pushes. Its minimum
+# maxTotalChargeUsd (two cents) pays the start and one lead at any memory, and is low enough
+# for every test that caps a leadgen run.
 LEADGEN_PRICING = Pricing(
     model=PAY_PER_EVENT,
     events=(
@@ -55,6 +57,7 @@ LEADGEN_PRICING = Pricing(
         ChargeEvent("lead", "Lead", "One lead pushed to the dataset", 0.01, primary=True),
     ),
     item_event="lead",
+    minimal_max_total_charge_usd=0.02,
 )
 SIMILARWEB_PRICING = Pricing(model=PRICE_PER_DATASET_ITEM, price_per_unit_usd=0.002)
 RENTAL_PRICING = Pricing(model=FLAT_PRICE_PER_MONTH, price_per_unit_usd=10.0, trial_minutes=10080)

@@ -179,6 +179,13 @@ class ApifyApi:
         self.token(request)
         actor = self.actor(request)
         opts = self._start_options(request)
+        if opts.max_charge is not None and actor.pricing.refuses_max_total_charge(opts.max_charge):
+            raise ApiError(
+                400,
+                "max-total-charge-usd-below-minimum",
+                f"Parameter 'maxTotalChargeUsd' ({opts.max_charge:g}) is less than the "
+                f"minimum of ${actor.pricing.minimal_max_total_charge_usd:g} for this Actor",
+            )
         body, content_type, inp = await self._run_input(request)
         script = plan_run(actor, inp, opts.max_items)
         now = time.time()

@@ -60,6 +60,8 @@ class Pricing:
     price_per_unit_usd: float = 0.0
     unit_name: str = "result"
     trial_minutes: int = 0
+    # PAY_PER_EVENT: the smallest maxTotalChargeUsd a run start may ask for (None = no floor).
+    minimal_max_total_charge_usd: float | None = None
 
     @property
     def pays_platform_usage(self) -> bool:
@@ -68,6 +70,11 @@ class Pricing:
 
     def _price(self, name: str | None) -> float:
         return next((e.price_usd for e in self.events if e.name == name), 0.0)
+
+    def refuses_max_total_charge(self, max_total_charge_usd: float) -> bool:
+        """Whether a start asking for this maxTotalChargeUsd is below the actor's minimum."""
+        floor = self.minimal_max_total_charge_usd
+        return self.model == PAY_PER_EVENT and floor is not None and max_total_charge_usd < floor
 
     def start_events(self, memory_mbytes: int) -> int:
         """How many `apify-actor-start` events a run of this memory is charged."""
@@ -150,7 +157,7 @@ class Pricing:
                     for e in self.events
                 }
             }
-            info["minimalMaxTotalChargeUsd"] = None
+            info["minimalMaxTotalChargeUsd"] = self.minimal_max_total_charge_usd
         elif self.model == PRICE_PER_DATASET_ITEM:
             info["unitName"] = self.unit_name
             info["pricePerUnitUsd"] = self.price_per_unit_usd
@@ -176,10 +183,12 @@ class Pricing:
             "price_per_unit_usd": self.price_per_unit_usd,
             "unit_name": self.unit_name,
             "trial_minutes": self.trial_minutes,
+            "minimal_max_total_charge_usd": self.minimal_max_total_charge_usd,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
+        # A state file written before a field existed lacks it: the field's default applies.
         events = tuple(ChargeEvent(**e) for e in data.get("events", ()))
         return cls(**{**data, "events": events})
 

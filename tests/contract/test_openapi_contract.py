@@ -8,7 +8,8 @@ requests accepted, schema-violating ones refused; 405s with a complete ``Allow``
 A few rules no schema can state are taught to the generator instead of excused from the
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
 request, a callback URL must name a public host, a webhook carries its child's token, a
-budget leaves every run a share. Positive cases get such values (``before_call``);
+budget leaves every run a share of at least its actor's minimum charge (as does a run's own
+``maxTotalChargeUsd``). Positive cases get such values (``before_call``);
 negative cases are left alone.
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
@@ -23,6 +24,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,10 +46,16 @@ from orchestrator.app import create_app
 from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.config.settings import Settings
 from orchestrator.db.engine import build_engine, migrate
-from orchestrator.db.queries.registry import list_actors, load_registry_file, seed_registry
+from orchestrator.db.queries.registry import (
+    ActorEntry,
+    list_actors,
+    load_registry_file,
+    seed_registry,
+)
 from orchestrator.db.queries.runs import insert_run
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.budget import QUANTUM_USD
+from orchestrator.domain.pricing import minimum_charge_usd
 from orchestrator.platform.webhook_auth import (
     WEBHOOK_CHILD_PARAM,
     WEBHOOK_TOKEN_HEADER,
@@ -156,6 +164,36 @@ def _forward_period(query: dict[str, Any]) -> None:
     query["from"], query["to"] = start.isoformat(), end.isoformat()
 
 
+_BUNDLED = {
+    name: ActorEntry.model_validate(raw)
+    for name, raw in load_registry_file(bundled_registry_text()).items()
+}
+
+
+def _minimum_charge(run: Any) -> float:
+    """A generated run's minimum charge (domain.pricing), 0 for an unknown actor."""
+    entry = _BUNDLED.get(str(run.get("actor"))) if isinstance(run, dict) else None
+    if entry is None:
+        return 0.0
+    options = run.get("options")
+    memory = options.get("memoryMb") if isinstance(options, dict) else None
+    memory = memory if isinstance(memory, int) else entry.defaults.memory_mb
+    return minimum_charge_usd(entry.actor_pricing(), memory)
+
+
+def _at_least_the_minimums(body: dict[str, Any], runs: list[Any]) -> None:
+    for run in runs:
+        options = run.get("options") if isinstance(run, dict) else None
+        limit = options.get("maxTotalChargeUsd") if isinstance(options, dict) else None
+        if isinstance(options, dict) and isinstance(limit, float | int):
+            options["maxTotalChargeUsd"] = max(limit, _minimum_charge(run))
+    budget = body.get("budgetUsd")
+    if isinstance(budget, float | int):
+        # Each run's share is at least QUANTUM_USD and its minimum charge (domain.budget).
+        least = sum(max(QUANTUM_USD, Decimal(str(_minimum_charge(run)))) for run in runs)
+        body["budgetUsd"] = max(budget, float(least))
+
+
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
     """Positive cases get values for the rules the document cannot state (see above)."""
@@ -171,11 +209,9 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     callback = body.get("callbackWebhook") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(callback, str):
         body["callbackWebhook"] = _public_callback(callback)
-    budget = body.get("budgetUsd") if isinstance(body, dict) else None
     runs = body.get("runs") if isinstance(body, dict) else None
-    if isinstance(body, dict) and isinstance(budget, float | int) and isinstance(runs, list):
-        # A budget must leave each run a share of at least QUANTUM_USD (domain.budget).
-        body["budgetUsd"] = max(budget, float(QUANTUM_USD * len(runs)))
+    if isinstance(body, dict) and isinstance(runs, list):
+        _at_least_the_minimums(body, runs)
     if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.

@@ -14,8 +14,11 @@ from apify_client import ApifyClient, ApifyClientAsync
 from apify_client.errors import ApifyApiError
 
 from apify_emulator import create_app
-from apify_emulator.pricing import USD_PER_COMPUTE_UNIT, USD_PER_DATASET_WRITE
+from apify_emulator.actors import LEADGEN_PRICING, find_actor
+from apify_emulator.pricing import USD_PER_COMPUTE_UNIT, USD_PER_DATASET_WRITE, Pricing
 from apify_emulator.state import RunRecord
+from orchestrator.config.bootstrap import bundled_registry_text
+from orchestrator.db.queries.registry import ActorEntry, load_registry_file
 from tests.support.waiting import eventually_async
 
 from .conftest import (
@@ -287,3 +290,71 @@ async def test_priced_responses_match_the_spec() -> None:
             "/v2/actors/ultron~similarweb-bulk/runs", json={"domains": DOMAINS[:2]}
         )
         check(rows, "POST", "/v2/actors/{actorId}/runs")
+
+
+async def test_a_charge_limit_below_the_actors_minimum_is_refused(
+    client: ApifyClient, server: RunningEmulator
+) -> None:
+    leadgen = client.actor("ultron/leadgen").get()
+    assert leadgen is not None and leadgen.pricing_infos
+    info: Any = leadgen.pricing_infos[0]
+    assert info.minimal_max_total_charge_usd == 0.02
+    before = len(server.emulator.store.runs)
+    with pytest.raises(ApifyApiError) as refused:
+        client.actor("ultron/leadgen").start(run_input=LEADS, max_total_charge_usd=Decimal("0.019"))
+    assert refused.value.status_code == 400
+    assert refused.value.type == "max-total-charge-usd-below-minimum"
+    assert "0.02" in str(refused.value.message)
+    assert len(server.emulator.store.runs) == before  # nothing was started
+    # At the minimum the start is accepted; the run carries the same floor in its pricingInfo.
+    at_minimum = client.actor("ultron/leadgen").start(
+        run_input={**LEADS, "maxLeads": 1}, max_total_charge_usd=Decimal("0.02")
+    )
+    assert at_minimum.pricing_info is not None
+    shown: Any = at_minimum.pricing_info
+    assert shown.minimal_max_total_charge_usd == 0.02
+    # The floor is a pay-per-event one: a pay-per-result actor takes any limit above 0.
+    similarweb = client.actor("ultron/similarweb-bulk").start(
+        run_input={"domains": DOMAINS[:1]}, max_total_charge_usd=Decimal("0.000001")
+    )
+    assert similarweb.options.max_total_charge_usd == 0.000001
+    async with local(make_config()) as http:
+        response = await http.post(
+            "/v2/actors/ultron~leadgen/runs", params={"maxTotalChargeUsd": 0.001}, json={}
+        )
+        assert response.status_code == 400
+        body = check(response, "POST", "/v2/actors/{actorId}/runs")
+        assert body["error"]["type"] == "max-total-charge-usd-below-minimum"
+
+
+def test_a_state_file_from_before_the_minimum_still_loads() -> None:
+    stored = LEADGEN_PRICING.to_dict()
+    del stored["minimal_max_total_charge_usd"]
+    old = Pricing.from_dict(stored)
+    assert old.minimal_max_total_charge_usd is None
+    assert not old.refuses_max_total_charge(0.000001)
+    assert old.to_api()["minimalMaxTotalChargeUsd"] is None
+    assert Pricing.from_dict(LEADGEN_PRICING.to_dict()) == LEADGEN_PRICING
+
+
+def test_the_bundled_registry_prices_the_actors_as_the_emulator_charges() -> None:
+    entries = load_registry_file(bundled_registry_text())
+    for name, actor in (
+        ("ultron-leadgen", "leadgen"),
+        ("ultron-similarweb-bulk", "similarweb-bulk"),
+        ("ultron-generator", "generator"),
+    ):
+        emulated = find_actor(f"~{actor}", "ultron")
+        assert emulated is not None
+        platform = emulated.pricing.to_api()
+        registered = ActorEntry.model_validate(entries[name]).pricing
+        assert registered is not None
+        record = registered.model_dump(by_alias=True, exclude_none=True)
+        assert record["pricingModel"] == platform["pricingModel"], name
+        for key in ("pricePerUnitUsd", "unitName", "minimalMaxTotalChargeUsd"):
+            assert record.get(key) == platform.get(key), (name, key)
+        events = platform.get("pricingPerEvent", {}).get("actorChargeEvents", {})
+        registered_events = record.get("pricingPerEvent", {}).get("actorChargeEvents", {})
+        assert {e: v["eventPriceUsd"] for e, v in registered_events.items()} == {
+            e: v["eventPriceUsd"] for e, v in events.items()
+        }, name

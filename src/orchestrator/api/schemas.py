@@ -67,7 +67,8 @@ class RunOptions(ApiModel):
     ) = Field(
         default=None,
         description="Most the platform may charge for the run, in USD (Apify's "
-        "`maxTotalChargeUsd`); at most the actor's hard cap, which applies when this is left out.",
+        "`maxTotalChargeUsd`); at most the actor's hard cap, which applies when this is left out, "
+        "and at least the actor's minimum charge (docs/API.md, Minimum charge).",
     )
 
     def to_options(self) -> rules.RunOptions:
@@ -123,8 +124,9 @@ class CreateRunRequest(ApiModel):
         allow_inf_nan=False,
         description="Most the whole request may be charged, in USD. Split across the runs "
         "before they start: each run's `maxTotalChargeUsd` is at most its share (runs whose "
-        "own limit is below the equal share keep it; the rest is shared equally), rounded "
-        "down to 6 decimals.",
+        "own limit is below the equal share keep it; the rest is shared equally; no run gets "
+        "less than its actor's minimum charge), rounded down to 6 decimals. Smaller than the "
+        "runs' minimum charges added up is a 422.",
     )
 
     def to_command(self) -> SubmitRequest:

@@ -36,6 +36,7 @@ from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_ur
 from orchestrator.domain.budget import check_budget, split_budget
 from orchestrator.domain.errors import NotFound, UnknownActor
 from orchestrator.domain.ids import child_id, new_run_id
+from orchestrator.domain.pricing import check_charge_limit, minimum_charge_usd
 from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
 from orchestrator.service.auth import Principal
@@ -186,6 +187,7 @@ def build_run(
     """The rows for a request, or :class:`UnknownActor` naming the first unknown actor."""
     run_id = new_run_id()
     effective = []
+    minimums: list[float] = []
     for index, spec in enumerate(command.runs):
         entry = actors.get(spec.actor)
         if entry is None:
@@ -203,10 +205,26 @@ def build_run(
             source=f"the registry default of {spec.actor}; set the option explicitly",
         )
         options = entry.caps.as_caps().apply(options, pointer=pointer, actor=spec.actor)
+        minimum = minimum_charge_usd(entry.actor_pricing(), options.memory_mb)
+        check_charge_limit(
+            options.max_total_charge_usd,
+            minimum,
+            pointer=f"{pointer}/maxTotalChargeUsd",
+            source=""
+            if spec.options.max_total_charge_usd is not None
+            else f"the registry default or cap of {spec.actor}; set the option explicitly",
+        )
         effective.append((spec, entry, options))
+        minimums.append(minimum)
     if command.budget_usd is not None:
-        # After defaults and caps, so each child's own limit is the one the split respects.
-        shares = split_budget(command.budget_usd, [o.max_total_charge_usd for *_, o in effective])
+        # After defaults and caps, so each child's own limit is the one the split respects;
+        # no share is below its actor's minimum charge (or the budget is refused).
+        shares = split_budget(
+            command.budget_usd,
+            [o.max_total_charge_usd for *_, o in effective],
+            minimums,
+            names=[f"/runs/{index} ({spec.actor})" for index, (spec, *_) in enumerate(effective)],
+        )
         effective = [
             (spec, entry, replace(options, max_total_charge_usd=share))
             for (spec, entry, options), share in zip(effective, shares, strict=True)

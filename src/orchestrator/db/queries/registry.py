@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Connection, select, update
 
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import shared_config
+from orchestrator.domain.pricing import (
+    FLAT_PRICE_PER_MONTH,
+    PAY_PER_EVENT,
+    PRICE_PER_DATASET_ITEM,
+    ActorPricing,
+    ChargeEvent,
+    minimum_charge_usd,
+)
 from orchestrator.domain.run_options import OptionCaps, RunOptions
 
 _PREFIX = "actor:"
@@ -52,6 +60,73 @@ class ActorCaps(BaseModel):
         return OptionCaps(max_items=self.max_items, max_total_charge_usd=self.max_total_charge_usd)
 
 
+class ChargeEventInfo(BaseModel):
+    """One ``actorChargeEvents`` entry of a pay-per-event pricing record."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    event_price_usd: float = Field(alias="eventPriceUsd", ge=0, allow_inf_nan=False)
+    event_title: str | None = Field(default=None, alias="eventTitle")
+    event_description: str | None = Field(default=None, alias="eventDescription")
+
+
+class PricingPerEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    actor_charge_events: dict[str, ChargeEventInfo] = Field(alias="actorChargeEvents")
+
+
+class PricingInfo(BaseModel):
+    """An actor's pricing, in the platform's ``pricingInfo`` vocabulary (``domain.pricing``).
+
+    ``pricingPerEvent`` belongs to (and is required for) PAY_PER_EVENT, as does
+    ``minimalMaxTotalChargeUsd``; ``pricePerUnitUsd`` to (and is required for)
+    PRICE_PER_DATASET_ITEM and FLAT_PRICE_PER_MONTH; ``unitName`` to PRICE_PER_DATASET_ITEM.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    pricing_model: Literal[
+        "PAY_PER_EVENT", "PRICE_PER_DATASET_ITEM", "FLAT_PRICE_PER_MONTH", "FREE"
+    ] = Field(alias="pricingModel")
+    pricing_per_event: PricingPerEvent | None = Field(default=None, alias="pricingPerEvent")
+    price_per_unit_usd: float | None = Field(
+        default=None, alias="pricePerUnitUsd", ge=0, allow_inf_nan=False
+    )
+    unit_name: str | None = Field(default=None, alias="unitName")
+    minimal_max_total_charge_usd: float | None = Field(
+        default=None, alias="minimalMaxTotalChargeUsd", ge=0, allow_inf_nan=False
+    )
+
+    @model_validator(mode="after")
+    def _fields_of_the_model(self) -> PricingInfo:
+        model = self.pricing_model
+        per_event = model == PAY_PER_EVENT
+        per_unit = model in (PRICE_PER_DATASET_ITEM, FLAT_PRICE_PER_MONTH)
+        if per_event != (self.pricing_per_event is not None):
+            raise ValueError(f"pricingPerEvent is {'required' if per_event else 'not'} for {model}")
+        if not per_event and self.minimal_max_total_charge_usd is not None:
+            raise ValueError(f"minimalMaxTotalChargeUsd is only for {PAY_PER_EVENT}")
+        if per_unit != (self.price_per_unit_usd is not None):
+            raise ValueError(f"pricePerUnitUsd is {'required' if per_unit else 'not'} for {model}")
+        if model != PRICE_PER_DATASET_ITEM and self.unit_name is not None:
+            raise ValueError(f"unitName is only for {PRICE_PER_DATASET_ITEM}")
+        return self
+
+    def as_pricing(self) -> ActorPricing:
+        events = self.pricing_per_event.actor_charge_events if self.pricing_per_event else {}
+        return ActorPricing(
+            model=self.pricing_model,
+            events={
+                name: ChargeEvent(e.event_price_usd, e.event_title, e.event_description)
+                for name, e in events.items()
+            },
+            price_per_unit_usd=self.price_per_unit_usd,
+            unit_name=self.unit_name,
+            minimal_max_total_charge_usd=self.minimal_max_total_charge_usd,
+        )
+
+
 class ActorEntry(BaseModel):
     """One registered actor."""
 
@@ -61,6 +136,8 @@ class ActorEntry(BaseModel):
     description: str = ""
     defaults: ActorDefaults = Field(default_factory=ActorDefaults)
     caps: ActorCaps = Field(default_factory=ActorCaps)
+    #: What the actor charges (None: not known, no minimum charge).
+    pricing: PricingInfo | None = None
 
     @model_validator(mode="after")
     def _defaults_within_caps(self) -> ActorEntry:
@@ -69,7 +146,19 @@ class ActorEntry(BaseModel):
             cap, default = getattr(self.caps, name), getattr(self.defaults, name)
             if cap is not None and default is not None and default > cap:
                 raise ValueError(f"defaults.{name} ({default}) is above caps.{name} ({cap})")
+        # A charge limit below the actor's minimum charge is one the platform refuses.
+        minimum = minimum_charge_usd(self.actor_pricing(), self.defaults.memory_mb)
+        for where in ("defaults", "caps"):
+            limit = getattr(self, where).max_total_charge_usd
+            if limit is not None and limit < minimum:
+                raise ValueError(
+                    f"{where}.maxTotalChargeUsd ({limit}) is below the actor's minimum charge "
+                    f"of {minimum:g} USD (at the default memory)"
+                )
         return self
+
+    def actor_pricing(self) -> ActorPricing | None:
+        return self.pricing.as_pricing() if self.pricing is not None else None
 
 
 def list_actors(conn: Connection) -> dict[str, ActorEntry]:
