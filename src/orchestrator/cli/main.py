@@ -161,12 +161,18 @@ def _usd(amount: float | None, settled: bool) -> str:
     return f"{'' if settled else '~'}${amount:.4f}"
 
 
+def _caption(run: dict[str, Any]) -> str:
+    """Total cost, the budget if any, and why the request was stopped if it was."""
+    caption = f"total cost {_usd(run.get('usageTotalUsd', 0.0), run.get('usageSettled', False))}"
+    if run.get("budgetUsd") is not None:
+        caption += f" of a ${run['budgetUsd']:.4f} budget"
+    if run.get("stopMessage"):
+        caption += f" — {run['stopMessage']}"
+    return caption
+
+
 def _table(run: dict[str, Any]) -> Table:
-    table = Table(
-        title=f"{run['id']} — {run['state']}",
-        caption=f"total cost {_usd(run.get('usageTotalUsd', 0.0), run.get('usageSettled', False))}",
-        expand=False,
-    )
+    table = Table(title=f"{run['id']} — {run['state']}", caption=_caption(run), expand=False)
     for column in ("#", "actor", "state", "platform", "items", "cost", "message"):
         table.add_column(column, justify="right" if column == "cost" else "left")
     for child in run["children"]:
