@@ -91,3 +91,30 @@ def pytest_runtest_makereport(
             if isinstance(value, DevStack):
                 report.sections.append(("component logs", value.log_tails()))
     return report
+
+
+@pytest.fixture(scope="module")
+def pg_stack(
+    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str
+) -> Iterator[DevStack]:
+    """A second stack whose app database is PostgreSQL."""
+    dev_stack = DevStack(
+        tmp_path_factory.mktemp("pg-stack"),
+        free_stack_ports(),
+        extra_env=E2E_ENV | {"ORCHESTRATOR_DATABASE_URL": module_postgres_url},
+        emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
+        temporal_ui=False,
+    )
+    with dev_stack:
+        yield dev_stack
+
+
+DATABASES = pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+
+
+def stack_on(request: pytest.FixtureRequest, database: str) -> DevStack:
+    """The session's stack (SQLite) or the module's stack on PostgreSQL (``pg_stack``)."""
+    stack: DevStack = request.getfixturevalue("stack" if database == "sqlite" else "pg_stack")
+    return stack

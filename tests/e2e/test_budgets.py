@@ -15,6 +15,7 @@ import pytest
 from orchestrator.cli.devstack import DevStack
 from tests.support.waiting import eventually
 
+from .conftest import DATABASES, stack_on
 from .support import (
     all_items,
     api_client,
@@ -54,7 +55,11 @@ def assert_stopped_by_budget(
     assert event_kinds(api, run["id"])["run.budget_exhausted"] == 1
 
 
-def test_a_request_is_stopped_when_its_budget_is_spent(stack: DevStack) -> None:
+@DATABASES
+def test_a_request_is_stopped_when_its_budget_is_spent(
+    request: pytest.FixtureRequest, database: str
+) -> None:
+    stack = stack_on(request, database)
     with api_client(stack) as api, emulator_client(stack) as emulator:
         run_id = submit(api, {"workspaceId": workspace(), "runs": [TRAFFIC], "budgetUsd": 0.05})
         run = settled_run(api, run_id)
@@ -62,7 +67,11 @@ def test_a_request_is_stopped_when_its_budget_is_spent(stack: DevStack) -> None:
         assert_stopped_by_budget(api, emulator, run, 0.05)
 
 
-def test_a_workspace_over_its_limit_is_stopped_and_then_refused(stack: DevStack) -> None:
+@DATABASES
+def test_a_workspace_over_its_limit_is_stopped_and_then_refused(
+    request: pytest.FixtureRequest, database: str
+) -> None:
+    stack = stack_on(request, database)
     ws = workspace()
     with api_client(stack) as api, emulator_client(stack) as emulator:
         limit = api.put(f"/workspaces/{ws}/budget", json={"limitUsd": 0.04, "period": "day"})

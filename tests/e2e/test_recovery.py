@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ from sqlalchemy import create_engine, text
 from orchestrator.cli.devstack import DevStack
 from tests.support.waiting import eventually
 
-from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
+from .conftest import DATABASES, E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports, stack_on
 from .support import (
     all_items,
     api_client,
@@ -32,22 +31,6 @@ pytestmark = pytest.mark.e2e
 BIG = generator(items=30_000, itemBytes=200, durationSecs=1, pageDelayMs=600)
 
 
-@pytest.fixture(scope="module")
-def pg_stack(
-    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str
-) -> Iterator[DevStack]:
-    """A second stack whose app database is PostgreSQL."""
-    dev_stack = DevStack(
-        tmp_path_factory.mktemp("pg-stack"),
-        free_stack_ports(),
-        extra_env=E2E_ENV | {"ORCHESTRATOR_DATABASE_URL": module_postgres_url},
-        emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
-        temporal_ui=False,
-    )
-    with dev_stack:
-        yield dev_stack
-
-
 def ingested(api: httpx.Client, run_id: str) -> int:
     total: int = api.get(f"/runs/{run_id}").json()["itemsTotal"]
     return total
@@ -61,13 +44,11 @@ def assert_exactly_once(api: httpx.Client, run_id: str, expected: int) -> None:
     assert sorted(k[1] for k in keys) == list(range(expected))
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@DATABASES
 def test_a_worker_killed_mid_ingest_loses_and_duplicates_nothing(
     request: pytest.FixtureRequest, database: str
 ) -> None:
-    stack: DevStack = request.getfixturevalue("stack" if database == "sqlite" else "pg_stack")
+    stack = stack_on(request, database)
     with api_client(stack) as api:
         run_id = submit(api, {"workspaceId": "ws_kill", "runs": [BIG]})
         eventually(lambda: 3_000 <= ingested(api, run_id) < 25_000, timeout=90)
