@@ -59,6 +59,8 @@ scrape_runs = Table(
     # 0010: why the request was stopped (``budget-exhausted``), and how it was said.
     Column("stop_reason", String(32)),
     Column("stop_message", Text),
+    # 0014: the plan the request was made from (POST /plans, or a brief in POST /runs).
+    Column("plan_id", String(64)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -164,4 +166,19 @@ workspaces = Table(
     # 0010: the workspace's spending limit per budget_period (day or month); null: none.
     Column("budget_usd", Float),
     Column("budget_period", String(8)),
+)
+
+
+plans = Table(
+    "plans",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("workspace_id", String(128), nullable=False),
+    Column("catalog_version", Integer, nullable=False),
+    Column("strategy", String(32), nullable=False),
+    # What the caller asked (needs, brief, icp, limits, budget) and what the planner answered.
+    Column("brief_json", Text, nullable=False),
+    Column("plan_json", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_plans_workspace_created", "workspace_id", "created_at"),
 )

@@ -11,9 +11,18 @@ import secrets
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
+def _random(prefix: str) -> str:
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(20))
+
+
 def new_run_id() -> str:
     """A new request id: ``run_`` and 20 random base32 characters (100 bits)."""
-    return "run_" + "".join(secrets.choice(_ALPHABET) for _ in range(20))
+    return _random("run_")
+
+
+def new_plan_id() -> str:
+    """A new plan id: ``plan_`` and 20 random base32 characters."""
+    return _random("plan_")
 
 
 def child_id(run_id: str, index: int) -> str:

@@ -51,6 +51,8 @@ class NewRun:
     budget_usd: float | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
     keep_partial_rows: bool = True
+    #: The stored plan the request was made from, if any.
+    plan_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class RunRecord:
     # Why the request was stopped (``domain.spending.BUDGET_EXHAUSTED``), and how it was said.
     stop_reason: str | None = None
     stop_message: str | None = None
+    plan_id: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -105,6 +108,7 @@ class RunRecord:
             budget_usd=row["budget_usd"],
             stop_reason=row["stop_reason"],
             stop_message=row["stop_message"],
+            plan_id=row["plan_id"],
         )
 
 
@@ -186,6 +190,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             idempotency_key=run.idempotency_key,
             request_hash=run.request_hash,
             budget_usd=run.budget_usd,
+            plan_id=run.plan_id,
             created_at=now,
             updated_at=now,
         )
