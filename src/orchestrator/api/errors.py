@@ -44,6 +44,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "unavailable": 503,
     "malformed-body": 400,
     "run-mismatch": 409,
+    "precondition-failed": 412,
 }
 _BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}
 

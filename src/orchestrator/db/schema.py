@@ -56,6 +56,8 @@ scrape_runs = Table(
     Column("idempotency_key", String(255)),
     Column("request_hash", String(64)),
     Column("budget_usd", Float),
+    # 0011: the actor catalog version the request was validated against (null before it).
+    Column("catalog_version", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -158,4 +160,18 @@ workspaces = Table(
     Column("previous_secret_expires_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("secret_rotated_at", DateTime(timezone=True), nullable=False),
+)
+
+# The actor catalog's change log (0011): one row per catalog version - the actor changed,
+# its entry after the change (null for a deletion), who changed it and when.
+actor_catalog_changes = Table(
+    "actor_catalog_changes",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("actor", String(128), nullable=False),
+    Column("change", String(16), nullable=False),
+    Column("entry_json", Text),
+    Column("changed_by", String(128), nullable=False),
+    Column("changed_at", DateTime(timezone=True), nullable=False),
+    Index("ix_actor_catalog_changes_actor", "actor", "version"),
 )

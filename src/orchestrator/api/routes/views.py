@@ -64,6 +64,7 @@ def run_view(
             c.usage_settled_at is not None for c in children if c.platform_run_id is not None
         ),
         budget_usd=run.budget_usd,
+        catalog_version=run.catalog_version,
         children=[child_view(c, calls.get(c.id)) for c in children],
         keep_partial_rows=run.keep_partial_rows,
     )

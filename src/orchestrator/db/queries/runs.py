@@ -51,6 +51,8 @@ class NewRun:
     budget_usd: float | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
     keep_partial_rows: bool = True
+    #: The actor catalog version the request was validated against.
+    catalog_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class RunRecord:
     finished_at: datetime | None
     keep_partial_rows: bool = True
     budget_usd: float | None = None
+    catalog_version: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -100,6 +103,7 @@ class RunRecord:
             finished_at=as_utc(row["finished_at"]),
             keep_partial_rows=bool(row["keep_partial_rows"]),
             budget_usd=row["budget_usd"],
+            catalog_version=row["catalog_version"],
         )
 
 
@@ -181,6 +185,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             idempotency_key=run.idempotency_key,
             request_hash=run.request_hash,
             budget_usd=run.budget_usd,
+            catalog_version=run.catalog_version,
             created_at=now,
             updated_at=now,
         )
