@@ -8,8 +8,11 @@ requests accepted, schema-violating ones refused; 405s with a complete ``Allow``
 A few rules no schema can state are taught to the generator instead of excused from the
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
 request, a callback URL must name a public host, a webhook carries its child's token, a
-budget leaves every run a share. Positive cases get such values (``before_call``);
-negative cases are left alone.
+budget leaves every run a share, a run's input satisfies its actor's catalog schema, a
+catalog entry's ``inputSchema`` is a valid JSON Schema and its defaults stay under its
+caps. Positive cases get such values (``before_call``); negative cases are left alone,
+except that catalog edits go to actors of their own (the runs keep the catalog the
+document was generated from).
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -44,10 +47,16 @@ from orchestrator.app import create_app
 from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.config.settings import Settings
 from orchestrator.db.engine import build_engine, migrate
-from orchestrator.db.queries.registry import list_actors, load_registry_file, seed_registry
+from orchestrator.db.queries.registry import (
+    ActorEntry,
+    list_actors,
+    load_registry_file,
+    seed_registry,
+)
 from orchestrator.db.queries.runs import insert_run
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.budget import QUANTUM_USD
+from orchestrator.domain.input_schema import input_error, schema_error
 from orchestrator.platform.webhook_auth import (
     WEBHOOK_CHILD_PARAM,
     WEBHOOK_TOKEN_HEADER,
@@ -114,6 +123,10 @@ class ContractApp:
         self.idempotency: dict[str, str] = {}
         #: Whether the run under way uses the admin key.
         self.as_admin = False
+        #: The bundled catalog: the actors POST /runs names (edits go to other names).
+        self.actors: dict[str, ActorEntry] = {}
+        with self.engine.connect() as conn:
+            self.actors.update(list_actors(conn))
         self.app.state.contract = self
 
 
@@ -145,6 +158,27 @@ def _public_callback(url: str) -> str:
         return f"https://hooks.example.com/cb/{_fingerprint(url)[:12]}"
 
 
+def _valid_inputs(contract: ContractApp, runs: list[Any]) -> None:
+    """An input its actor's schema refuses becomes {} (every bundled schema accepts it)."""
+    for run in runs:
+        entry = contract.actors.get(run.get("actor")) if isinstance(run, dict) else None
+        if entry is not None and input_error(entry.input_schema, run.get("input", {})):
+            run["input"] = {}
+
+
+def _valid_entry(body: dict[str, Any]) -> None:
+    """A catalog entry whose schema is a schema and whose defaults are under its caps."""
+    schema = body.get("inputSchema")
+    if isinstance(schema, dict) and schema_error(schema) is not None:
+        body["inputSchema"] = {}
+    defaults, caps = body.get("defaults"), body.get("caps")
+    if isinstance(defaults, dict) and isinstance(caps, dict):
+        for name in ("maxItems", "maxTotalChargeUsd"):
+            cap, default = caps.get(name), defaults.get(name)
+            if isinstance(cap, int | float) and isinstance(default, int | float) and default > cap:
+                defaults[name] = cap
+
+
 def _forward_period(query: dict[str, Any]) -> None:
     try:
         start, end = date.fromisoformat(str(query["from"])), date.fromisoformat(str(query["to"]))
@@ -158,10 +192,19 @@ def _forward_period(query: dict[str, Any]) -> None:
 
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
-    """Positive cases get values for the rules the document cannot state (see above)."""
+    """Positive cases get values for the rules the document cannot state (see above);
+    catalog edits of every kind are kept off the actors the other operations use."""
     state = getattr(case.operation.schema.app, "state", None)  # None: not our app
     contract: ContractApp | None = getattr(state, "contract", None)
-    if contract is None or case.meta is None or not case.meta.generation.mode.is_positive:
+    if contract is None or case.meta is None:
+        return
+    if case.path.startswith("/admin/actors/") and case.path_parameters:
+        # Catalog edits (valid or not) go to actors of their own, so the runs below keep the
+        # catalog the document was generated from.
+        name = str(case.path_parameters.get("name", ""))
+        if name in contract.actors:
+            case.path_parameters["name"] = f"x-{name}"
+    if not case.meta.generation.mode.is_positive:
         return
     query = case.query or {}
     cursor = query.get("cursor")
@@ -176,6 +219,14 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     if isinstance(body, dict) and isinstance(budget, float | int) and isinstance(runs, list):
         # A budget must leave each run a share of at least QUANTUM_USD (domain.budget).
         body["budgetUsd"] = max(budget, float(QUANTUM_USD * len(runs)))
+    if case.path == "/runs" and isinstance(runs, list):
+        _valid_inputs(contract, runs)
+    if case.path.startswith("/admin/actors/"):
+        # An If-Match is a version only the API can know (a 412 otherwise).
+        if case.headers:
+            case.headers.pop("If-Match", None)
+        if isinstance(body, dict):
+            _valid_entry(body)
     if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -38,13 +39,22 @@ _PREFIX = "actor:"
 SEED_AUTHOR = "seed"
 
 
-class ActorDefaults(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+def _integral(value: Any) -> Any:
+    """JSON Schema's integers include ``313.0``; strict models would refuse it otherwise."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
-    memory_mb: int | None = Field(default=None, alias="memoryMb")
-    timeout_sec: int | None = Field(default=None, alias="timeoutSec")
+
+#: An integer as JSON Schema means it: no booleans, no strings, integral floats allowed.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+
+
+class ActorDefaults(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    memory_mb: JsonInt | None = Field(default=None, alias="memoryMb")
+    timeout_sec: JsonInt | None = Field(default=None, alias="timeoutSec")
     build: str | None = None
-    max_items: int | None = Field(default=None, alias="maxItems")
+    max_items: JsonInt | None = Field(default=None, alias="maxItems")
     max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd")
 
     def as_options(self) -> RunOptions:
@@ -60,9 +70,12 @@ class ActorDefaults(BaseModel):
 class ActorCaps(BaseModel):
     """Hard caps no run of the actor may exceed (``domain.run_options.OptionCaps``)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    max_items: int | None = Field(default=None, alias="maxItems", ge=1)
+    # The bound before the coercion, or pydantic documents it as "ge" instead of "minimum".
+    max_items: Annotated[int, Field(ge=1), BeforeValidator(_integral)] | None = Field(
+        default=None, alias="maxItems"
+    )
     max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd", gt=0)
 
     def as_caps(self) -> OptionCaps:
@@ -81,7 +94,7 @@ FieldType = Literal["string", "integer", "number", "boolean", "object", "array",
 class OutputField(BaseModel):
     """One field of the actor's output rows."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str = Field(min_length=1, max_length=128)
     type: FieldType
@@ -90,7 +103,11 @@ class OutputField(BaseModel):
 
 class CatalogFields(BaseModel):
     """What the catalog knows of an actor beyond how to start it. All optional: an entry
-    without them (one stored before the catalog) accepts any input and declares nothing."""
+    without them (one stored before the catalog) accepts any input and declares nothing.
+    Entries are strict (no ``false`` for a number, no ``"5"`` for an integer): they are
+    written by people, and a silently coerced value is a mistake kept."""
+
+    model_config = ConfigDict(strict=True, populate_by_name=True)
 
     capabilities: list[Capability] = Field(
         default_factory=list, description="What the actor produces, e.g. `leads`."
@@ -134,7 +151,7 @@ class CatalogFields(BaseModel):
 class ActorEntry(CatalogFields):
     """One registered actor."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     platform_actor_id: str = Field(alias="platformActorId", min_length=1, max_length=256)
     description: str = ""
