@@ -161,7 +161,7 @@ def _public_callback(url: str) -> str:
 def _valid_inputs(contract: ContractApp, runs: list[Any]) -> None:
     """An input its actor's schema refuses becomes {} (every bundled schema accepts it)."""
     for run in runs:
-        entry = contract.actors.get(run.get("actor")) if isinstance(run, dict) else None
+        entry = contract.actors.get(str(run.get("actor"))) if isinstance(run, dict) else None
         if entry is not None and input_error(entry.input_schema, run.get("input", {})):
             run["input"] = {}
 
