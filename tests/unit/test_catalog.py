@@ -4,18 +4,23 @@ versioned change log on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from pydantic import ValidationError
-from sqlalchemy import Engine
+from sqlalchemy import Engine, insert
 
 from apify_emulator.actors import ACTORS, plan_run
 from apify_emulator.errors import ApiError
 from orchestrator.config.bootstrap import bundled_registry_text
+from orchestrator.db.engine import alembic_config, build_engine
 from orchestrator.db.queries import catalog as catalog_queries
 from orchestrator.db.queries import registry
+from orchestrator.db.schema import shared_config
 from orchestrator.domain.errors import NotFound, ValidationFailed
 from orchestrator.domain.input_schema import input_error, json_pointer, schema_error
 from orchestrator.service import catalog
@@ -23,6 +28,7 @@ from orchestrator.service.auth import Principal
 from orchestrator.service.commands import ActorRun
 from orchestrator.service.errors import PreconditionFailed
 from orchestrator.service.submission import check_input
+from tests.conftest import fresh_postgres_database
 
 ROOT = Path(__file__).parents[2]
 BUNDLED = registry.load_registry_file(bundled_registry_text())
@@ -318,3 +324,39 @@ def test_unknown_names_are_not_found(engine: Engine) -> None:
         with pytest.raises(ValidationFailed) as bad:
             catalog.put_entry(conn, "bad name", entry(), caller=ADMIN)
         assert bad.value.field == "name"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of the test's own (the migration is the thing under test)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'before.db'}"
+    else:
+        with fresh_postgres_database() as url:
+            yield url
+
+
+def test_the_migration_records_existing_entries_as_the_first_versions(unmigrated_url: str) -> None:
+    engine = build_engine(unmigrated_url)
+    try:
+        config = alembic_config(engine)
+        command.upgrade(config, "0009_request_budget")
+        with engine.begin() as conn:
+            for name in ("b-actor", "a-actor"):
+                conn.execute(
+                    insert(shared_config).values(
+                        key=f"actor:{name}",
+                        value_json='{"platformActorId": "u~x"}',
+                        updated_at=datetime.now(UTC),
+                    )
+                )
+        command.upgrade(config, "head")
+        with engine.begin() as conn:
+            assert catalog_queries.current_version(conn) == 2
+            (first,) = catalog_queries.history(conn, "a-actor")
+            assert (first.version, first.change, first.changed_by) == (1, "created", "migration")
+            assert first.entry == {"platformActorId": "u~x"}
+        command.downgrade(config, "0009_request_budget")
+        command.upgrade(config, "head")
+    finally:
+        engine.dispose()
