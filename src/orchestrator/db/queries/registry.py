@@ -104,10 +104,11 @@ class OutputField(BaseModel):
 class CatalogFields(BaseModel):
     """What the catalog knows of an actor beyond how to start it. All optional: an entry
     without them (one stored before the catalog) accepts any input and declares nothing.
-    Entries are strict (no ``false`` for a number, no ``"5"`` for an integer): they are
-    written by people, and a silently coerced value is a mistake kept."""
+    The option models and output fields are strict (no ``false`` for a number, no ``"5"``
+    for an integer): entries are written by people, and a silently coerced value is a
+    mistake kept."""
 
-    model_config = ConfigDict(strict=True, populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)
 
     capabilities: list[Capability] = Field(
         default_factory=list, description="What the actor produces, e.g. `leads`."
@@ -151,7 +152,7 @@ class CatalogFields(BaseModel):
 class ActorEntry(CatalogFields):
     """One registered actor."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     platform_actor_id: str = Field(alias="platformActorId", min_length=1, max_length=256)
     description: str = ""
