@@ -9,8 +9,10 @@ A few rules no schema can state are taught to the generator instead of excused f
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
 request, a callback URL must name a public host, a webhook carries its child's token, a
 budget leaves every run a share of at least its actor's minimum charge (as does a run's own
-``maxTotalChargeUsd``). Positive cases get such values (``before_call``);
-negative cases are left alone.
+``maxTotalChargeUsd``), a run's input satisfies its actor's catalog schema, a catalog entry's
+``inputSchema`` is a valid JSON Schema and its defaults stay under its caps. Positive cases
+get such values (``before_call``); negative cases are left alone, except that catalog edits
+go to actors of their own (the runs keep the catalog the document was generated from).
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -31,6 +33,7 @@ from typing import Any, cast
 import pytest
 import schemathesis
 from fastapi import FastAPI
+from pydantic import ValidationError
 from schemathesis import Case
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import events, from_schema
@@ -55,6 +58,7 @@ from orchestrator.db.queries.registry import (
 from orchestrator.db.queries.runs import insert_run
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.budget import QUANTUM_USD
+from orchestrator.domain.input_schema import input_error, schema_error
 from orchestrator.domain.pricing import minimum_charge_usd
 from orchestrator.platform.webhook_auth import (
     WEBHOOK_CHILD_PARAM,
@@ -122,6 +126,10 @@ class ContractApp:
         self.idempotency: dict[str, str] = {}
         #: Whether the run under way uses the admin key.
         self.as_admin = False
+        #: The bundled catalog: the actors POST /runs names (edits go to other names).
+        self.actors: dict[str, ActorEntry] = {}
+        with self.engine.connect() as conn:
+            self.actors.update(list_actors(conn))
         self.app.state.contract = self
 
 
@@ -151,6 +159,34 @@ def _public_callback(url: str) -> str:
         return url
     except UnsafeCallbackUrl:
         return f"https://hooks.example.com/cb/{_fingerprint(url)[:12]}"
+
+
+def _valid_inputs(contract: ContractApp, runs: list[Any]) -> None:
+    """An input its actor's schema refuses becomes {} (every bundled schema accepts it)."""
+    for run in runs:
+        entry = contract.actors.get(str(run.get("actor"))) if isinstance(run, dict) else None
+        if entry is not None and input_error(entry.input_schema, run.get("input", {})):
+            run["input"] = {}
+
+
+def _valid_entry(body: dict[str, Any]) -> None:
+    """A catalog entry whose schema is a schema and whose defaults are under its caps."""
+    schema = body.get("inputSchema")
+    if isinstance(schema, dict) and schema_error(schema) is not None:
+        body["inputSchema"] = {}
+    defaults, caps = body.get("defaults"), body.get("caps")
+    if isinstance(defaults, dict) and isinstance(caps, dict):
+        for name in ("maxItems", "maxTotalChargeUsd"):
+            cap, default = caps.get(name), defaults.get(name)
+            if isinstance(cap, int | float) and isinstance(default, int | float) and default > cap:
+                defaults[name] = cap
+    # A pricing record whose fields belong to another model, or whose minimum charge is
+    # above the entry's own limits, is refused: such cases get a free actor's record.
+    if "pricing" in body:
+        try:
+            ActorEntry.model_validate(body)
+        except ValidationError:
+            body["pricing"] = {"pricingModel": "FREE"}
 
 
 def _forward_period(query: dict[str, Any]) -> None:
@@ -196,10 +232,19 @@ def _at_least_the_minimums(body: dict[str, Any], runs: list[Any]) -> None:
 
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
-    """Positive cases get values for the rules the document cannot state (see above)."""
+    """Positive cases get values for the rules the document cannot state (see above);
+    catalog edits of every kind are kept off the actors the other operations use."""
     state = getattr(case.operation.schema.app, "state", None)  # None: not our app
     contract: ContractApp | None = getattr(state, "contract", None)
-    if contract is None or case.meta is None or not case.meta.generation.mode.is_positive:
+    if contract is None or case.meta is None:
+        return
+    if case.path.startswith("/admin/actors/") and case.path_parameters:
+        # Catalog edits (valid or not) go to actors of their own, so the runs below keep the
+        # catalog the document was generated from.
+        name = str(case.path_parameters.get("name", ""))
+        if name in contract.actors:
+            case.path_parameters["name"] = f"x-{name}"
+    if not case.meta.generation.mode.is_positive:
         return
     query = case.query or {}
     cursor = query.get("cursor")
@@ -212,6 +257,14 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     runs = body.get("runs") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(runs, list):
         _at_least_the_minimums(body, runs)
+    if case.path == "/runs" and isinstance(runs, list):
+        _valid_inputs(contract, runs)
+    if case.path.startswith("/admin/actors/"):
+        # An If-Match is a version only the API can know (a 412 otherwise).
+        if case.headers:
+            case.headers.pop("If-Match", None)
+        if isinstance(body, dict):
+            _valid_entry(body)
     if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.

@@ -61,6 +61,8 @@ class Api:
     #: The app's state (set ``temporal`` to None to see the API without a workflow engine).
     state: AppState
     baseline: tuple[int, int] = (0, 0)
+    #: The ASGI app itself (for clients other than ``client``, e.g. the CLI's).
+    app: Any = None
 
     def auth(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
@@ -143,6 +145,6 @@ async def _api_for(engine: Engine, **overrides: Any) -> AsyncIterator[Api]:
     app.state.orchestrator = state
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as client:
-        api = Api(client, engine, temporal, settings, admin.plaintext, state)
+        api = Api(client, engine, temporal, settings, admin.plaintext, state, app=app)
         api.baseline = api._totals()
         yield api

@@ -45,6 +45,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "malformed-body": 400,
     "run-mismatch": 409,
     "budget-exhausted": 402,
+    "precondition-failed": 412,
 }
 _BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}
 

@@ -31,6 +31,7 @@ from orchestrator.service.errors import (
     InputTooLarge,
     InvalidIdempotencyKey,
     PayloadTooLarge,
+    PreconditionFailed,
     TooManyRuns,
     Unauthorized,
     UnsafeCallbackWebhook,
@@ -48,6 +49,7 @@ _STATUS_TEXT = {
     403: "The key may not do this (an admin key is required)",
     404: "Not found (or owned by another workspace)",
     409: "Conflict",
+    412: "The entry is not at the version `If-Match` names",
     413: "Request body too large",
     422: "The request is not valid; `field` names the offending part",
     503: "The workflow engine is unavailable; nothing was created",
@@ -62,6 +64,7 @@ _INVALID: dict[int, tuple[str, ...]] = {422: (ValidationFailed.code,)}
 _UNDECODABLE: dict[int, tuple[str, ...]] = {400: (MALFORMED_BODY,)}
 _UNAVAILABLE: dict[int, tuple[str, ...]] = {503: ("unavailable",)}
 _ADMIN: dict[int, tuple[str, ...]] = {**_UNAUTHORIZED, 403: (Forbidden.code,)}
+_PRECONDITION: dict[int, tuple[str, ...]] = {412: (PreconditionFailed.code,)}
 
 #: Every problem each operation can answer: status → the ``code`` values it carries. The
 #: document's error responses come from this table only, and building the document fails
@@ -116,6 +119,22 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         **_INVALID,
     },
     ("delete", "/workspaces/{workspace_id}/budget"): {**_ADMIN, **_NOT_FOUND, **_TOO_LARGE},
+    ("get", "/actors"): _UNAUTHORIZED,
+    ("get", "/actors/{name}"): {**_UNAUTHORIZED, **_NOT_FOUND},
+    ("put", "/admin/actors/{name}"): {
+        **_UNDECODABLE,
+        **_ADMIN,
+        **_TOO_LARGE,
+        **_PRECONDITION,
+        **_INVALID,
+    },
+    ("delete", "/admin/actors/{name}"): {
+        **_ADMIN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_PRECONDITION,
+    },
+    ("get", "/admin/actors/{name}/history"): {**_ADMIN, **_NOT_FOUND},
     ("post", "/webhooks/platform"): {
         400: (MALFORMED_BODY,),
         401: ("unauthorized",),

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from orchestrator.db.queries.registry import ActorEntry
 from orchestrator.domain import run_options as rules
 from orchestrator.service.commands import ActorRun, SubmitRequest
 
@@ -288,6 +289,11 @@ class RunView(ApiModel):
     )
     children: list[ChildView]
     keep_partial_rows: bool = True
+    catalog_version: int | None = Field(
+        default=None,
+        description="The actor catalog version the request's inputs were validated against "
+        "(`GET /actors`); null for requests from before the catalog was versioned.",
+    )
 
 
 class RunSummary(ApiModel):
@@ -493,3 +499,39 @@ class RotatedSecret(ApiModel):
     previous_valid_until: datetime | None = Field(
         description="Until then callbacks carry a second signature made with the old secret."
     )
+
+
+# --- the actor catalog (GET /actors, /admin/actors) ----------------------------------------
+
+
+class ActorView(ActorEntry):
+    """A catalog entry as listed: the whole entry, its name and its version."""
+
+    name: str = Field(description="The logical actor name requests use in `runs[].actor`.")
+    version: int = Field(
+        description="The catalog version of this entry's latest change (its `ETag`)."
+    )
+
+
+class CatalogView(ApiModel):
+    version: int = Field(description="The catalog version: one more with every change.")
+    actors: list[ActorView]
+
+
+class CatalogChangeView(ApiModel):
+    version: int = Field(description="The catalog version this change made.")
+    actor: str
+    change: Literal["created", "replaced", "deleted"]
+    entry: dict[str, Any] | None = Field(
+        description="The entry after the change (as stored then); null for a deletion."
+    )
+    changed_by: str = Field(
+        description="Who made it: `key:<API key id>`, `seed` (the registry file at start-up) "
+        "or `migration` (entries that predate the change log)."
+    )
+    changed_at: datetime
+
+
+class CatalogHistoryView(ApiModel):
+    actor: str
+    changes: list[CatalogChangeView] = Field(description="Every change, oldest first.")

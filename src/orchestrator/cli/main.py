@@ -209,22 +209,147 @@ def _watch(client: httpx.Client, run_id: str) -> dict[str, Any]:
     return run
 
 
-@app.command()
-def actors() -> None:
-    """List the actor registry."""
-    from orchestrator.config.bootstrap import prepare_database
-    from orchestrator.db.queries.registry import list_actors
+actors_app = typer.Typer(
+    help="The actor catalog: list, show, put, remove, history (talks to the HTTP API; "
+    "changes need an admin key).",
+)
+app.add_typer(actors_app, name="actors")
 
-    engine = prepare_database(Settings())
-    with engine.connect() as conn:
-        entries = list_actors(conn)
-    table = Table("actor", "platform actor", "defaults", "description")
-    for name, entry in entries.items():
+ApiUrl = Annotated[str, typer.Option(help="Base URL of the API.")]
+ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar="ORCHESTRATOR_API_KEY",
+        show_envvar=True,
+        help="API key (admin to change the catalog); defaults to the local stack's "
+        "var/dev-api-key.",
+    ),
+]
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+
+
+def _api_client(api_url: str, api_key: str | None) -> httpx.Client:
+    """An HTTP client on the API with the caller's key (tests substitute an in-process one)."""
+    headers = {"Authorization": f"Bearer {_api_key(api_key)}"}
+    return httpx.Client(base_url=api_url, timeout=30, headers=headers)
+
+
+def _answer(response: httpx.Response, *ok: int) -> Any:
+    """The response's JSON, or the problem it reports (and exit 1)."""
+    if response.status_code in ok:
+        return response.json()
+    try:
+        body = response.json()
+        where = f" ({body['field']})" if body.get("field") else ""
+        console.print(
+            f"[red]{response.status_code} {body.get('code', '')}[/red]{where}: "
+            f"{body.get('detail', '')}"
+        )
+    except (ValueError, AttributeError):
+        console.print(f"[red]{response.status_code}[/red] {response.text}")
+    raise typer.Exit(1)
+
+
+def _list_actors(api_url: str, api_key: str | None) -> None:
+    with _api_client(api_url, api_key) as client:
+        catalog = _answer(client.get("/actors"), 200)
+    table = Table(
+        "actor",
+        "platform actor",
+        "capabilities",
+        "version",
+        "description",
+        caption=f"catalog version {catalog['version']}",
+    )
+    for entry in catalog["actors"]:
         table.add_row(
-            name,
-            entry.platform_actor_id,
-            entry.defaults.model_dump_json(by_alias=True, exclude_none=True),
-            entry.description,
+            entry["name"],
+            entry["platformActorId"],
+            ", ".join(entry.get("capabilities", [])),
+            str(entry["version"]),
+            entry.get("description", ""),
+        )
+    console.print(table)
+
+
+@actors_app.callback(invoke_without_command=True)
+def actors(ctx: typer.Context, api_url: ApiUrl = DEFAULT_API_URL, api_key: ApiKey = None) -> None:
+    """The actor catalog; with no command, list it."""
+    if ctx.invoked_subcommand is None:
+        _list_actors(api_url, api_key)
+
+
+@actors_app.command("list")
+def actors_list(api_url: ApiUrl = DEFAULT_API_URL, api_key: ApiKey = None) -> None:
+    """List the catalog (any key): each actor, its capabilities and version."""
+    _list_actors(api_url, api_key)
+
+
+@actors_app.command("show")
+def actors_show(
+    name: Annotated[str, typer.Argument(help="The logical actor name.")],
+    api_url: ApiUrl = DEFAULT_API_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Print one entry as JSON (what `put` takes, plus its name and version)."""
+    with _api_client(api_url, api_key) as client:
+        entry = _answer(client.get(f"/actors/{name}"), 200)
+    typer.echo(json.dumps(entry, indent=2, ensure_ascii=False))
+
+
+@actors_app.command("put")
+def actors_put(
+    name: Annotated[str, typer.Argument(help="The logical actor name.")],
+    entry_file: Annotated[Path, typer.Argument(help="The entry as JSON (see docs/API.md).")],
+    if_version: Annotated[
+        int | None,
+        typer.Option(help="Only if the entry is at this version (refused if it changed)."),
+    ] = None,
+    api_url: ApiUrl = DEFAULT_API_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Create or replace an entry (admin key); each change is a new catalog version."""
+    body = json.loads(entry_file.read_text("utf-8"))
+    if isinstance(body, dict):  # `show` output works as input: drop what the API adds
+        body = {k: v for k, v in body.items() if k not in ("name", "version")}
+    headers = {"If-Match": f'"{if_version}"'} if if_version is not None else {}
+    with _api_client(api_url, api_key) as client:
+        response = client.put(f"/admin/actors/{name}", json=body, headers=headers)
+        saved = _answer(response, 200, 201)
+    verb = "created" if response.status_code == 201 else "saved"
+    console.print(f"{verb} {name} (version {saved['version']})")
+
+
+@actors_app.command("remove")
+def actors_remove(
+    name: Annotated[str, typer.Argument(help="The logical actor name.")],
+    api_url: ApiUrl = DEFAULT_API_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Remove an entry (admin key); requests already made keep running."""
+    with _api_client(api_url, api_key) as client:
+        change = _answer(client.delete(f"/admin/actors/{name}"), 200)
+    console.print(f"removed {name} (version {change['version']})")
+
+
+@actors_app.command("history")
+def actors_history(
+    name: Annotated[str, typer.Argument(help="The logical actor name.")],
+    api_url: ApiUrl = DEFAULT_API_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Every version of an entry, oldest first (admin key)."""
+    with _api_client(api_url, api_key) as client:
+        history = _answer(client.get(f"/admin/actors/{name}/history"), 200)
+    table = Table("version", "change", "by", "at", "platform actor")
+    for change in history["changes"]:
+        entry = change["entry"] or {}
+        table.add_row(
+            str(change["version"]),
+            change["change"],
+            change["changedBy"],
+            change["changedAt"],
+            entry.get("platformActorId", ""),
         )
     console.print(table)
 

@@ -61,6 +61,8 @@ scrape_runs = Table(
     Column("stop_message", Text),
     # 0014: the plan the request was made from (POST /plans, or a brief in POST /runs).
     Column("plan_id", String(64)),
+    # 0011: the actor catalog version the request was validated against (null before it).
+    Column("catalog_version", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -181,4 +183,18 @@ plans = Table(
     Column("plan_json", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("ix_plans_workspace_created", "workspace_id", "created_at"),
+)
+
+# The actor catalog's change log (0011): one row per catalog version - the actor changed,
+# its entry after the change (null for a deletion), who changed it and when.
+actor_catalog_changes = Table(
+    "actor_catalog_changes",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("actor", String(128), nullable=False),
+    Column("change", String(16), nullable=False),
+    Column("entry_json", Text),
+    Column("changed_by", String(128), nullable=False),
+    Column("changed_at", DateTime(timezone=True), nullable=False),
+    Index("ix_actor_catalog_changes_actor", "actor", "version"),
 )

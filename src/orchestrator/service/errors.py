@@ -81,3 +81,10 @@ class MalformedBody(DomainError):
 class RunMismatch(DomainError):
     code = "run-mismatch"
     title = "Webhook for another run"
+
+
+class PreconditionFailed(DomainError):
+    """An ``If-Match`` that does not match the actor catalog entry's version."""
+
+    code = "precondition-failed"
+    title = "The entry is not at the version the request expects"

@@ -1,8 +1,8 @@
 """Submitting a request: validate, store it, start its workflow - or replay an earlier one.
 
 Everything is checked before anything is written (the workspace, limits, every run's
-options, the callback URL, every actor against the registry, the Idempotency-Key, the
-workspace's spending limit), and the
+options, the callback URL, every actor against the registry and every input against its
+actor's JSON Schema, the Idempotency-Key, the workspace's spending limit), and the
 header, its children and its workspace row are written in one transaction, so a rejected
 request leaves nothing behind. The workflow id is derived from the run id, so starting it
 again (a retried call) finds the same execution.
@@ -29,13 +29,15 @@ from temporalio.client import Client
 
 from orchestrator.config.settings import Settings
 from orchestrator.db.engine import read_only
+from orchestrator.db.queries import catalog as catalog_queries
 from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.budget import check_budget, split_budget
-from orchestrator.domain.errors import NotFound, UnknownActor
+from orchestrator.domain.errors import NotFound, UnknownActor, ValidationFailed
 from orchestrator.domain.ids import child_id, new_run_id
+from orchestrator.domain.input_schema import input_error
 from orchestrator.domain.pricing import check_charge_limit, minimum_charge_usd
 from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
@@ -175,6 +177,17 @@ def request_hash(command: SubmitRequest, workspace_id: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def check_input(spec: ActorRun, entry: registry.ActorEntry, index: int) -> None:
+    """The run's input against its actor's ``inputSchema``: a :class:`ValidationFailed`
+    naming ``/runs/N/input/<path of the error>`` and saying what is wrong."""
+    error = input_error(entry.input_schema, spec.input)
+    if error is not None:
+        pointer = f"/runs/{index}/input{error.pointer}"
+        raise ValidationFailed(
+            f"{pointer}: {error.message} (the input schema of {spec.actor})", field=pointer
+        )
+
+
 def build_run(
     command: SubmitRequest,
     actors: dict[str, registry.ActorEntry],
@@ -183,8 +196,10 @@ def build_run(
     callback_url: str | None = None,
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
+    catalog_version: int | None = None,
 ) -> run_queries.NewRun:
-    """The rows for a request, or :class:`UnknownActor` naming the first unknown actor."""
+    """The rows for a request, or :class:`UnknownActor` naming the first unknown actor
+    (:class:`ValidationFailed` for an input its actor's schema refuses)."""
     run_id = new_run_id()
     effective = []
     minimums: list[float] = []
@@ -196,6 +211,7 @@ def build_run(
                 + ", ".join(sorted(actors)),
                 field=f"/runs/{index}/actor",
             )
+        check_input(spec, entry, index)
         pointer = f"/runs/{index}/options"
         options = spec.options.over(entry.defaults.as_options())
         # The caller's own options were checked already; only a registry default can fail.
@@ -251,6 +267,7 @@ def build_run(
         budget_usd=command.budget_usd,
         children=tuple(children),
         keep_partial_rows=command.keep_partial_rows,
+        catalog_version=catalog_version,
     )
 
 
@@ -285,6 +302,8 @@ def _store(
         return Submission(run=replay, replayed=True)
     try:
         with engine.begin() as conn:
+            # The entries and the version read together (a catalog write waits, or is seen).
+            catalog_queries.lock_catalog(conn, shared=True)
             run = build_run(
                 command,
                 registry.list_actors(conn),
@@ -292,6 +311,7 @@ def _store(
                 callback_url=callback_url,
                 idempotency_key=idempotency_key,
                 fingerprint=fingerprint,
+                catalog_version=catalog_queries.current_version(conn),
             )
             refuse_if_exhausted(conn, workspace)
             workspace_queries.ensure_workspace(conn, workspace, new_nonce)

@@ -66,6 +66,7 @@ def run_view(
         budget_usd=run.budget_usd,
         stop_reason=run.stop_reason,
         stop_message=run.stop_message,
+        catalog_version=run.catalog_version,
         children=[child_view(c, calls.get(c.id)) for c in children],
         keep_partial_rows=run.keep_partial_rows,
     )

@@ -1,21 +1,37 @@
-"""The actor registry in shared config: logical actor names → platform actor and defaults.
+"""The actor registry (the actor catalog) in shared config: logical actor names → entries.
 
 Entries live in ``shared_config`` under ``actor:<name>`` so every process reads the same
 registry and an operator can edit it without a deploy. It is seeded from a JSON file; a
 seed never overwrites an entry an operator has changed unless asked to.
+
+An entry is plain data: the platform actor, option defaults and caps, and (the catalog,
+issue 12) what the actor produces (``capabilities``), what it consumes (``inputSchema``,
+a JSON Schema checked when the entry is saved) and the fields of its rows
+(``outputFields``). Every write that changes an entry is versioned in the catalog's change
+log (``queries.catalog``) in the same transaction; a write that changes nothing is none.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from sqlalchemy import Connection, select, update
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from sqlalchemy import Connection, delete, select, update
 
+from orchestrator.db.queries import catalog as catalog_log
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import shared_config
+from orchestrator.domain.input_schema import schema_error
 from orchestrator.domain.pricing import (
     FLAT_PRICE_PER_MONTH,
     PAY_PER_EVENT,
@@ -27,16 +43,29 @@ from orchestrator.domain.pricing import (
 from orchestrator.domain.run_options import OptionCaps, RunOptions
 
 _PREFIX = "actor:"
+#: Who wrote an entry seeded from the registry file (the change log's ``changedBy``).
+SEED_AUTHOR = "seed"
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integers include ``313.0``; strict models would refuse it otherwise."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: An integer as JSON Schema means it: no booleans, no strings, integral floats allowed.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
 
 
 class ActorDefaults(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    memory_mb: int | None = Field(default=None, alias="memoryMb")
-    timeout_sec: int | None = Field(default=None, alias="timeoutSec")
+    memory_mb: JsonInt | None = Field(default=None, alias="memoryMb")
+    timeout_sec: JsonInt | None = Field(default=None, alias="timeoutSec")
     build: str | None = None
-    max_items: int | None = Field(default=None, alias="maxItems")
-    max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd")
+    max_items: JsonInt | None = Field(default=None, alias="maxItems")
+    max_total_charge_usd: float | None = Field(
+        default=None, alias="maxTotalChargeUsd", gt=0, allow_inf_nan=False
+    )
 
     def as_options(self) -> RunOptions:
         return RunOptions(
@@ -51,9 +80,12 @@ class ActorDefaults(BaseModel):
 class ActorCaps(BaseModel):
     """Hard caps no run of the actor may exceed (``domain.run_options.OptionCaps``)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    max_items: int | None = Field(default=None, alias="maxItems", ge=1)
+    # The bound before the coercion, or pydantic documents it as "ge" instead of "minimum".
+    max_items: Annotated[int, Field(ge=1), BeforeValidator(_integral)] | None = Field(
+        default=None, alias="maxItems"
+    )
     max_total_charge_usd: float | None = Field(default=None, alias="maxTotalChargeUsd", gt=0)
 
     def as_caps(self) -> OptionCaps:
@@ -127,12 +159,79 @@ class PricingInfo(BaseModel):
         )
 
 
-class ActorEntry(BaseModel):
+# --- catalog fields (issue 12): capabilities, input schema, output fields -------------------
+
+#: A capability name: what kind of rows an actor produces (``leads``, ``web-traffic``).
+CAPABILITY_PATTERN = r"^[a-z][a-z0-9-]*$"
+Capability = Annotated[str, StringConstraints(pattern=CAPABILITY_PATTERN, max_length=64)]
+#: The type of an output field: a JSON Schema type name, or ``any`` when it varies.
+FieldType = Literal["string", "integer", "number", "boolean", "object", "array", "null", "any"]
+
+
+class OutputField(BaseModel):
+    """One field of the actor's output rows."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    type: FieldType
+    description: str = ""
+
+
+class CatalogFields(BaseModel):
+    """What the catalog knows of an actor beyond how to start it. All optional: an entry
+    without them (one stored before the catalog) accepts any input and declares nothing.
+    The option models and output fields are strict (no ``false`` for a number, no ``"5"``
+    for an integer): entries are written by people, and a silently coerced value is a
+    mistake kept."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    capabilities: list[Capability] = Field(
+        default_factory=list, description="What the actor produces, e.g. `leads`."
+    )
+    input_schema: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="inputSchema",
+        description="JSON Schema (draft 2020-12) every run's input must satisfy; {} accepts any.",
+    )
+    output_fields: list[OutputField] = Field(
+        default_factory=list, alias="outputFields", description="The fields of its rows."
+    )
+
+    @field_validator("capabilities")
+    @classmethod
+    def _distinct_capabilities(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("capabilities must not repeat a name")
+        return value
+
+    @field_validator("input_schema")
+    @classmethod
+    def _a_valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if (error := schema_error(value)) is not None:
+            where = f" at {error.pointer}" if error.pointer else ""
+            raise ValueError(f"not a valid JSON Schema (draft 2020-12){where}: {error.message}")
+        return value
+
+    @field_validator("output_fields")
+    @classmethod
+    def _distinct_fields(cls, value: list[OutputField]) -> list[OutputField]:
+        names = [f.name for f in value]
+        if len(set(names)) != len(names):
+            raise ValueError("outputFields must not repeat a field name")
+        return value
+
+
+# --- end of the catalog fields ---------------------------------------------------------------
+
+
+class ActorEntry(CatalogFields):
     """One registered actor."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    platform_actor_id: str = Field(alias="platformActorId")
+    platform_actor_id: str = Field(alias="platformActorId", min_length=1, max_length=256)
     description: str = ""
     defaults: ActorDefaults = Field(default_factory=ActorDefaults)
     caps: ActorCaps = Field(default_factory=ActorCaps)
@@ -170,23 +269,71 @@ def list_actors(conn: Connection) -> dict[str, ActorEntry]:
     return {key.removeprefix(_PREFIX): ActorEntry.model_validate_json(value) for key, value in rows}
 
 
-def put_actor(conn: Connection, name: str, entry: ActorEntry, *, overwrite: bool = True) -> bool:
-    """Register ``name``. Returns True if a row was written."""
-    value = entry.model_dump_json(by_alias=True, exclude_none=True)
+def _stored(entry: ActorEntry) -> str:
+    return entry.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def get_actor(conn: Connection, name: str) -> ActorEntry | None:
+    value = conn.execute(
+        select(shared_config.c.value_json).where(shared_config.c.key == _PREFIX + name)
+    ).scalar_one_or_none()
+    return ActorEntry.model_validate_json(value) if value is not None else None
+
+
+def save_actor(
+    conn: Connection,
+    name: str,
+    entry: ActorEntry,
+    *,
+    overwrite: bool = True,
+    changed_by: str = SEED_AUTHOR,
+) -> int | None:
+    """Register ``name``; the catalog version of the change, or None if nothing changed
+    (the same entry is there already, or another one is and ``overwrite`` is off)."""
+    value = _stored(entry)
+    catalog_log.lock_catalog(conn)
     now = utcnow()
     inserted = conn.execute(
         insert_ignoring_conflicts(conn, shared_config, ["key"])
         .values(key=_PREFIX + name, value_json=value, updated_at=now)
         .returning(shared_config.c.key)
     ).first()
-    if inserted is not None or not overwrite:
-        return inserted is not None
+    if inserted is not None:
+        return catalog_log.record_change(conn, name, value, change="created", changed_by=changed_by)
+    if not overwrite:
+        return None
+    current = conn.execute(
+        select(shared_config.c.value_json).where(shared_config.c.key == _PREFIX + name)
+    ).scalar_one()
+    if current == value:
+        return None
     conn.execute(
         update(shared_config)
         .where(shared_config.c.key == _PREFIX + name)
         .values(value_json=value, updated_at=now)
     )
-    return True
+    return catalog_log.record_change(conn, name, value, change="replaced", changed_by=changed_by)
+
+
+def put_actor(
+    conn: Connection,
+    name: str,
+    entry: ActorEntry,
+    *,
+    overwrite: bool = True,
+    changed_by: str = SEED_AUTHOR,
+) -> bool:
+    """Register ``name``. Returns True if a row was written (see :func:`save_actor`)."""
+    return save_actor(conn, name, entry, overwrite=overwrite, changed_by=changed_by) is not None
+
+
+def delete_actor(conn: Connection, name: str, *, changed_by: str) -> int | None:
+    """Remove ``name``; the catalog version of the deletion, or None if it was not there."""
+    catalog_log.lock_catalog(conn)
+    gone = conn.execute(delete(shared_config).where(shared_config.c.key == _PREFIX + name))
+    if not gone.rowcount:
+        return None
+    return catalog_log.record_change(conn, name, None, change="deleted", changed_by=changed_by)
 
 
 def seed_registry(conn: Connection, entries: Mapping[str, Any], *, overwrite: bool = False) -> int:

@@ -53,6 +53,8 @@ class NewRun:
     keep_partial_rows: bool = True
     #: The stored plan the request was made from, if any.
     plan_id: str | None = None
+    #: The actor catalog version the request was validated against.
+    catalog_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class RunRecord:
     stop_reason: str | None = None
     stop_message: str | None = None
     plan_id: str | None = None
+    catalog_version: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -109,6 +112,7 @@ class RunRecord:
             stop_reason=row["stop_reason"],
             stop_message=row["stop_message"],
             plan_id=row["plan_id"],
+            catalog_version=row["catalog_version"],
         )
 
 
@@ -191,6 +195,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             request_hash=run.request_hash,
             budget_usd=run.budget_usd,
             plan_id=run.plan_id,
+            catalog_version=run.catalog_version,
             created_at=now,
             updated_at=now,
         )
