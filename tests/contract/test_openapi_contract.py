@@ -9,8 +9,8 @@ A few rules no schema can state are taught to the generator instead of excused f
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
 request, a callback URL must name a public host, a webhook carries its child's token, a
 budget leaves every run a share of at least its actor's minimum charge (as does a run's own
-``maxTotalChargeUsd``). Positive cases get such values (``before_call``);
-negative cases are left alone.
+``maxTotalChargeUsd``), a chained run takes its input from an earlier run. Positive cases
+get such values (``before_call``); negative cases are left alone.
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -194,6 +194,22 @@ def _at_least_the_minimums(body: dict[str, Any], runs: list[Any]) -> None:
         body["budgetUsd"] = max(budget, float(least))
 
 
+def _earlier_sources(runs: list[Any]) -> None:
+    """A chained run's sources name earlier runs, and fields not in its own input (rules
+    between values, domain.chaining)."""
+    for index, run in enumerate(runs):
+        sources = run.get("inputFrom") if isinstance(run, dict) else None
+        if not isinstance(sources, dict):
+            continue
+        own = run.get("input") if isinstance(run.get("input"), dict) else {}
+        for name in list(sources):
+            source = sources[name]
+            if index == 0 or name in own or not isinstance(source, dict):
+                del sources[name]
+            elif isinstance(source.get("run"), int | float):  # 3.0 is a valid integer
+                source["run"] = int(source["run"]) % index
+
+
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
     """Positive cases get values for the rules the document cannot state (see above)."""
@@ -212,6 +228,7 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     runs = body.get("runs") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(runs, list):
         _at_least_the_minimums(body, runs)
+        _earlier_sources(runs)
     if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.

@@ -132,8 +132,7 @@ def test_a_collector_is_full_at_its_cap_and_an_unresolved_cap_is_an_error() -> N
 def test_the_skip_message_says_which_run_and_field() -> None:
     source = StepSource(0, "domain", max=5)
     assert skip_message("domains", source, "ultron-leadgen", "succeeded", 3) == (
-        "skipped: run 0 (ultron-leadgen) produced no `domain` values for its input field "
-        "`domains`"
+        "skipped: run 0 (ultron-leadgen) produced no `domain` values for its input field `domains`"
     )
     failed = skip_message("domains", source, "ultron-leadgen", "failed", 0)
     assert "(it ended failed with 0 row(s))" in failed
@@ -242,3 +241,12 @@ async def test_sources_are_stored_resolved_and_shown(engine: Engine) -> None:
         }
         assert second["inputBuilt"] is None
         assert view["counts"]["skipped"] == 0
+
+
+async def test_the_document_states_the_cap_of_a_source(sqlite_engine: Engine) -> None:
+    async with api_for(sqlite_engine, max_step_input_values=42) as api:
+        document = (await api.client.get("/openapi.json")).json()
+    source = document["components"]["schemas"]["InputSource"]["properties"]
+    assert source["max"]["anyOf"][0]["maximum"] == 42
+    assert document["info"]["x-limits"]["maxStepInputValues"] == 42
+    assert source["field"]["pattern"] == r"^[^.]+(\.[^.]+)*$"

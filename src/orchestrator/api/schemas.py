@@ -92,6 +92,7 @@ class InputSource(ApiModel):
     field: str = Field(
         min_length=1,
         max_length=256,
+        pattern=r"^[^.]+(\.[^.]+)*$",
         description="The rows' field: a top-level name or a dotted path (`company.domain`). "
         "Missing and null values are dropped; an array's elements are each a value.",
     )
@@ -122,7 +123,7 @@ class ActorRunRequest(ApiModel):
         description="The actor's input (at most `maxInputBytes` bytes as compact JSON).",
     )
     options: RunOptions = Field(default_factory=RunOptions)
-    input_from: dict[str, InputSource] | None = Field(
+    input_from: dict[Annotated[str, Field(min_length=1)], InputSource] | None = Field(
         default=None,
         description="Chained run: input fields built from an earlier run's rows, by field "
         "name; each becomes a JSON array. The run starts once those runs have ended and "
