@@ -56,6 +56,7 @@ def activity_config(settings: Settings) -> ActivityConfig:
         webhook_secret=settings.webhook_secret.get_secret_value(),
         follow=settings.follow_settings(),
         dataset_page_size=settings.dataset_page_size,
+        max_input_bytes=settings.max_input_bytes,
         capacity_retry_seconds=settings.capacity_retry_seconds,
         usage_settle_seconds=settings.usage_settle_seconds,
         usage_settle_interval_seconds=settings.usage_settle_interval_seconds,

@@ -152,6 +152,22 @@ async def test_a_failed_source_without_rows_skips_and_one_with_rows_still_feeds(
     assert starts_of(h, "ultron~similarweb-bulk") == [{"domains": ["p.com"]}]
 
 
+async def test_a_built_input_above_the_input_limit_fails_the_run_unstarted(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    async with make_harness(sqlite_engine, max_input_bytes=20) as h:
+        h.platform.scripts["ultron~leadgen"] = Script(rows=lead_rows(["a.com", "b.com"]))
+        run_id, result = await run_to_end(h, request(LEADS, chained()))
+        assert result.state == RunState.PARTIAL
+        traffic = children(h, run_id)[1]
+        assert traffic.state is ChildState.FAILED and traffic.platform_run_id is None
+        # {"domains":["a.com","b.com"]} is 29 bytes.
+        assert traffic.status_message == (
+            "the input built from earlier runs is 29 bytes; at most 20 bytes (lower inputFrom max)"
+        )
+        assert starts_of(h, "ultron~similarweb-bulk") == []
+
+
 async def test_an_abort_mid_chain_never_starts_the_chained_run(harness: Harness) -> None:
     h = harness
     h.platform.scripts["ultron~leadgen"] = Script(

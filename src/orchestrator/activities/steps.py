@@ -99,6 +99,17 @@ class StepActivities:
             await deps.tx(step_queries.skip_child, child.id, message, data)
         else:
             built = {name: c.values for name, c in collectors.items()}
+            size = len(json.dumps(child.input | built, separators=(",", ":")).encode("utf-8"))
+            if size > deps.config.max_input_bytes:
+                # As a submitted input would be refused: fail it rather than start it.
+                await deps.tx(
+                    run_queries.transition_child,
+                    child.id,
+                    ChildState.FAILED,
+                    status_message=f"the input built from earlier runs is {size} bytes; at "
+                    f"most {deps.config.max_input_bytes} bytes (lower inputFrom max)",
+                )
+                return _result(await self._child(child.id))
             counts = ", ".join(f"{name}: {len(v)}" for name, v in built.items())
             await deps.tx(
                 step_queries.record_built_input,
