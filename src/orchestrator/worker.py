@@ -30,6 +30,7 @@ from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.platform import PlatformActivities
 from orchestrator.activities.reconcile import ReconcileActivities
 from orchestrator.activities.records import RecordActivities
+from orchestrator.activities.steps import StepActivities
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
@@ -55,6 +56,7 @@ def activity_config(settings: Settings) -> ActivityConfig:
         webhook_secret=settings.webhook_secret.get_secret_value(),
         follow=settings.follow_settings(),
         dataset_page_size=settings.dataset_page_size,
+        max_input_bytes=settings.max_input_bytes,
         capacity_retry_seconds=settings.capacity_retry_seconds,
         usage_settle_seconds=settings.usage_settle_seconds,
         usage_settle_interval_seconds=settings.usage_settle_interval_seconds,
@@ -79,6 +81,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     ingest = IngestActivities(deps)
     records = RecordActivities(deps)
     delivery = DeliveryActivities(deps)
+    steps = StepActivities(deps)
     reconciler = ReconcileActivities(
         Reconciler(deps.engine, client, task_queue, deps.config.follow)
     )
@@ -99,6 +102,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             ingest.ingest_dataset,
             records.record_child_outcome,
             records.finalize_run,
+            steps.build_step_input,
             delivery.deliver_callback,
             reconciler.reconcile_drift,
         ],

@@ -10,9 +10,10 @@ checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs 
 request, a callback URL must name a public host, a webhook carries its child's token, a
 budget leaves every run a share of at least its actor's minimum charge (as does a run's own
 ``maxTotalChargeUsd``), a run's input satisfies its actor's catalog schema, a catalog entry's
-``inputSchema`` is a valid JSON Schema and its defaults stay under its caps. Positive cases
-get such values (``before_call``); negative cases are left alone, except that catalog edits
-go to actors of their own (the runs keep the catalog the document was generated from).
+``inputSchema`` is a valid JSON Schema and its defaults stay under its caps, and a chained
+run takes its input from an earlier run. Positive cases get such values (``before_call``);
+negative cases are left alone, except that catalog edits go to actors of their own (the
+runs keep the catalog the document was generated from).
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -230,6 +231,22 @@ def _at_least_the_minimums(body: dict[str, Any], runs: list[Any]) -> None:
         body["budgetUsd"] = max(budget, float(least))
 
 
+def _earlier_sources(runs: list[Any]) -> None:
+    """A chained run's sources name earlier runs, and fields not in its own input (rules
+    between values, domain.chaining)."""
+    for index, run in enumerate(runs):
+        sources = run.get("inputFrom") if isinstance(run, dict) else None
+        if not isinstance(sources, dict):
+            continue
+        own = run.get("input") if isinstance(run.get("input"), dict) else {}
+        for name in list(sources):
+            source = sources[name]
+            if index == 0 or name in own or not isinstance(source, dict):
+                del sources[name]
+            elif isinstance(source.get("run"), int | float):  # 3.0 is a valid integer
+                source["run"] = int(source["run"]) % index
+
+
 @schemathesis.hook
 def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any]) -> None:
     """Positive cases get values for the rules the document cannot state (see above);
@@ -257,6 +274,7 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     runs = body.get("runs") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(runs, list):
         _at_least_the_minimums(body, runs)
+        _earlier_sources(runs)
     if case.path == "/runs" and isinstance(runs, list):
         _valid_inputs(contract, runs)
     if case.path.startswith("/admin/actors/"):

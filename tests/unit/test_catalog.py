@@ -370,3 +370,21 @@ def test_the_migration_records_existing_entries_as_the_first_versions(unmigrated
         command.upgrade(config, "head")
     finally:
         engine.dispose()
+
+
+def test_fields_provided_later_count_as_present_only_for_required() -> None:
+    from orchestrator.domain.input_schema import input_error
+
+    schema = {
+        "type": "object",
+        "required": ["domains", "window"],
+        "properties": {"domains": {"type": "array"}, "window": {"type": "string"}},
+    }
+    later = frozenset({"domains"})
+    assert input_error(schema, {"window": "3m"}, provided_later=later) is None
+    missing = input_error(schema, {}, provided_later=later)
+    assert missing is not None and "'window' is a required property" in missing.message
+    # A value that is there is still checked, even if the field is also built later.
+    wrong = input_error(schema, {"window": 3}, provided_later=later)
+    assert wrong is not None and wrong.pointer == "/window"
+    assert input_error(schema, {"window": "3m"}) is not None  # without it: missing

@@ -37,6 +37,12 @@ class Script:
     # empty: the platform gives no figure.
     usage: list[float] = field(default_factory=list)
     charged: list[dict[str, int]] = field(default_factory=list)
+    # The rows' own fields, row by row (each also gets its index and actor); when set, the
+    # dataset has exactly these rows and ``items`` is ignored.
+    rows: list[dict[str, Any]] | None = None
+
+    def item_count(self) -> int:
+        return self.items if self.rows is None else len(self.rows)
 
 
 @dataclass
@@ -137,8 +143,12 @@ class FakePlatform:
         if offset in run.script.failing_page_offsets:
             run.script.failing_page_offsets.discard(offset)
             raise retryable(f"dataset page at {offset} failed")
-        end = min(run.script.items, offset + limit)
-        return [json.dumps({"index": i, "actor": run.actor_id}) for i in range(offset, end)]
+        end = min(run.script.item_count(), offset + limit)
+        own = run.script.rows
+        return [
+            json.dumps({"index": i, "actor": run.actor_id} | (own[i] if own is not None else {}))
+            for i in range(offset, end)
+        ]
 
 
 def permanent(message: str) -> PlatformError:

@@ -59,8 +59,32 @@ async def record_scenarios(h: Harness) -> dict[str, WorkflowHistory]:
     return recorded
 
 
+async def record_chained(h: Harness) -> dict[str, WorkflowHistory]:
+    """A chained request (issue 12): leads, then traffic for their domains, then a run
+    skipped because its source gave no values."""
+    h.platform.scripts["ultron~leadgen"] = Script(
+        rows=[{"domain": "a.com"}, {"domain": "b.com"}, {"domain": "a.com"}]
+    )
+    h.platform.scripts["ultron~similarweb-bulk"] = Script(items=2)
+    run_id, _ = await run_to_end(
+        h,
+        request(
+            {"actor": "ultron-leadgen"},
+            {
+                "actor": "ultron-similarweb-bulk",
+                "inputFrom": {"domains": {"run": 0, "field": "domain"}},
+            },
+            {"actor": "ultron-generator", "inputFrom": {"x": {"run": 1, "field": "missing"}}},
+        ),
+    )
+    master = await h.env.client.get_workflow_handle(
+        orchestrator_workflow_id(run_id)
+    ).fetch_history()
+    return {"chained-master": master}
+
+
 async def test_fresh_histories_replay(harness: Harness) -> None:
-    recorded = await record_scenarios(harness)
+    recorded = await record_scenarios(harness) | await record_chained(harness)
     replayer = Replayer(workflows=WORKFLOWS)
     for name, history in recorded.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)

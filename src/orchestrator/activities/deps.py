@@ -26,6 +26,8 @@ class ActivityConfig:
     webhook_secret: str
     follow: FollowSettings
     dataset_page_size: int
+    # Largest actor input (compact JSON): a chained run's completed input is held to it too.
+    max_input_bytes: int
     capacity_retry_seconds: float
     # Settling a run's usage after it ended (activities/platform.py settle_usage).
     usage_settle_seconds: float

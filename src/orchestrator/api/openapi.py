@@ -232,6 +232,12 @@ def _base_document(app: FastAPI, settings: Settings) -> dict[str, Any]:
         actor_input["description"] = (
             f"The actor's input (at most {settings.max_input_bytes} bytes as compact JSON)."
         )
+    source = components.get("InputSource")
+    if source is not None:
+        source["properties"]["max"]["anyOf"][0]["maximum"] = settings.max_step_input_values
+        source["properties"]["max"]["description"] = (
+            f"Most values taken (default and hard maximum: {settings.max_step_input_values})."
+        )
     _declare_problems(schema.get("paths", {}))
     components["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
     for unused in ("HTTPValidationError", "ValidationError"):
@@ -240,6 +246,7 @@ def _base_document(app: FastAPI, settings: Settings) -> dict[str, Any]:
         "maxBodyBytes": settings.max_body_bytes,
         "maxRunsPerRequest": settings.max_runs_per_request,
         "maxInputBytes": settings.max_input_bytes,
+        "maxStepInputValues": settings.max_step_input_values,
     }
     return schema
 

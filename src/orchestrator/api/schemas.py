@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from orchestrator.db.queries.registry import ActorEntry
 from orchestrator.domain import run_options as rules
+from orchestrator.domain.chaining import StepSource
 from orchestrator.service.commands import ActorRun, SubmitRequest
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
@@ -82,6 +83,38 @@ class RunOptions(ApiModel):
         )
 
 
+class InputSource(ApiModel):
+    """Where one input field of a chained run comes from (docs/API.md, Chained runs)."""
+
+    run: int = Field(
+        ge=0,
+        description="Index of an earlier run of the same request whose rows give the values.",
+    )
+    field: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[^.]+(\.[^.]+)*$",
+        description="The rows' field: a top-level name or a dotted path (`company.domain`). "
+        "Missing and null values are dropped; an array's elements are each a value.",
+    )
+    distinct: StrictBool = Field(
+        default=True, description="Keep each value once (first occurrence order)."
+    )
+    max: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most values taken (default and hard maximum: `maxStepInputValues`).",
+    )
+
+    def to_source(self) -> StepSource:
+        return StepSource(run=self.run, field=self.field, distinct=self.distinct, max=self.max)
+
+    @classmethod
+    def of(cls, stored: dict[str, Any]) -> InputSource:
+        source = StepSource.from_stored(stored)
+        return cls(run=source.run, field=source.field, distinct=source.distinct, max=source.max)
+
+
 class ActorRunRequest(ApiModel):
     actor: str = Field(
         min_length=1, max_length=128, description="Logical actor name from the actor registry."
@@ -91,6 +124,23 @@ class ActorRunRequest(ApiModel):
         description="The actor's input (at most `maxInputBytes` bytes as compact JSON).",
     )
     options: RunOptions = Field(default_factory=RunOptions)
+    input_from: dict[Annotated[str, Field(min_length=1)], InputSource] | None = Field(
+        default=None,
+        description="Chained run: input fields built from an earlier run's rows, by field "
+        "name; each becomes a JSON array. The run starts once those runs have ended and "
+        "their rows are stored; it is `skipped` when a field comes out empty. A field may "
+        "not be both here and in `input`.",
+    )
+
+    def to_run(self) -> ActorRun:
+        return ActorRun(
+            actor=self.actor,
+            input=self.input,
+            options=self.options.to_options(),
+            input_from={name: s.to_source() for name, s in self.input_from.items()}
+            if self.input_from
+            else None,
+        )
 
 
 class CreateRunRequest(ApiModel):
@@ -132,10 +182,7 @@ class CreateRunRequest(ApiModel):
 
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
-            runs=tuple(
-                ActorRun(actor=r.actor, input=r.input, options=r.options.to_options())
-                for r in self.runs
-            ),
+            runs=tuple(r.to_run() for r in self.runs),
             workspace_id=self.workspace_id,
             conversation_id=self.conversation_id,
             skill_id=self.skill_id,
@@ -244,6 +291,16 @@ class ChildView(ApiModel):
         description="The figures were read again after the run ended until they stopped "
         "changing: they are final.",
     )
+    input_from: dict[str, InputSource] | None = Field(
+        default=None,
+        description="Chained run: where its input fields come from (`max` resolved); null "
+        "for a run whose input was complete.",
+    )
+    input_built: dict[str, int] | None = Field(
+        default=None,
+        description="Chained run, once its input was built from the earlier runs' rows: "
+        "how many values each field got. Null before (and for a `skipped` run).",
+    )
 
 
 class RunCounts(ApiModel):
@@ -251,6 +308,9 @@ class RunCounts(ApiModel):
     succeeded: int
     failed: int
     running: int
+    skipped: int = Field(
+        default=0, description="Chained runs skipped because their input came out empty."
+    )
 
 
 class RunView(ApiModel):

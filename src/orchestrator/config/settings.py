@@ -146,6 +146,12 @@ class Settings(BaseSettings):
     max_input_bytes: int = Field(
         default=64 * 1024, gt=0, description="Largest actor input (compact JSON) per run."
     )
+    max_step_input_values: int = Field(
+        default=1000,
+        gt=0,
+        description="Most values a chained run's input field takes from an earlier run's rows "
+        "(the default and the hard maximum of an `inputFrom` source's `max`).",
+    )
     callback_retry_initial_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -97,6 +97,12 @@ scrape_children = Table(
     Column("usage_total_usd", Float),
     Column("charged_events_json", Text),
     Column("usage_settled_at", DateTime(timezone=True)),
+    # Chained runs (0012): the sources of input fields built from earlier runs' rows
+    # (domain.chaining.StepSource by field name; null: not chained), and once built, how
+    # many values each field got and when (input_json then holds the completed input).
+    Column("input_from_json", Text),
+    Column("input_built_json", Text),
+    Column("input_built_at", DateTime(timezone=True)),
     UniqueConstraint("run_id", "idx", name="uq_scrape_children_run_idx"),
     Index("ix_scrape_children_platform_run_id", "platform_run_id"),
 )

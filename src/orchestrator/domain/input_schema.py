@@ -46,6 +46,14 @@ def _short(message: str) -> str:
     return message[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
+def _later(error: ValidationError, provided_later: frozenset[str]) -> bool:
+    """Whether ``error`` is only that a top-level field provided later is missing
+    (jsonschema reports each missing required property as its own error)."""
+    if not provided_later or error.validator != "required" or error.absolute_path:
+        return False
+    return any(error.message == f"{name!r} is a required property" for name in provided_later)
+
+
 def schema_error(schema: Mapping[str, Any]) -> InputError | None:
     """Why ``schema`` is not a valid draft 2020-12 JSON Schema, or None if it is."""
     try:
@@ -60,14 +68,21 @@ def _validator(schema_text: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_text))
 
 
-def input_error(schema: Mapping[str, Any], instance: Any) -> InputError | None:
+def input_error(
+    schema: Mapping[str, Any], instance: Any, *, provided_later: frozenset[str] = frozenset()
+) -> InputError | None:
     """The most relevant reason ``instance`` fails ``schema`` (``jsonschema.best_match``),
-    or None when it is valid. ``schema`` must have passed :func:`schema_error`."""
+    or None when it is valid. ``schema`` must have passed :func:`schema_error`.
+
+    ``provided_later``: top-level fields that are not there yet (a chained run's fields,
+    built from earlier rows before it starts); they count as present, and are checked when
+    the built input is (``activities.steps``)."""
     if not schema:
         return None  # the empty schema accepts everything
     validator = _validator(json.dumps(schema, sort_keys=True, separators=(",", ":")))
     try:
-        error: ValidationError | None = best_match(validator.iter_errors(instance))
+        errors = [e for e in validator.iter_errors(instance) if not _later(e, provided_later)]
+        error: ValidationError | None = best_match(errors)
     except Unresolvable as exc:
         return InputError("", _short(f"the actor's input schema has an unresolvable $ref: {exc}"))
     if error is None:

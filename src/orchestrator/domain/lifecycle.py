@@ -34,6 +34,8 @@ class ChildState(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     ABORTED = "aborted"
+    #: A chained run whose input came out empty (its source gave no values): never started.
+    SKIPPED = "skipped"
 
     @property
     def terminal(self) -> bool:
@@ -41,7 +43,13 @@ class ChildState(StrEnum):
 
 
 CHILD_TERMINAL = frozenset(
-    {ChildState.SUCCEEDED, ChildState.FAILED, ChildState.TIMED_OUT, ChildState.ABORTED}
+    {
+        ChildState.SUCCEEDED,
+        ChildState.FAILED,
+        ChildState.TIMED_OUT,
+        ChildState.ABORTED,
+        ChildState.SKIPPED,
+    }
 )
 
 # Children never move backwards; a late or repeated update of an earlier state is ignored.
@@ -109,7 +117,7 @@ def child_state_for_platform_terminal(status: str) -> ChildState:
     return ChildState.FAILED
 
 
-def roll_up(children: Iterable[ChildState], *, aborted: bool = False) -> RunState:
+def roll_up(children: Iterable[ChildState], *, aborted: bool = False, waiting: int = 0) -> RunState:
     """The header state that a set of child states adds up to (DESIGN.md's lifecycle table).
 
     - all pending: queued; any child still being spawned: spawning;
@@ -117,6 +125,13 @@ def roll_up(children: Iterable[ChildState], *, aborted: bool = False) -> RunStat
     - when all are terminal: succeeded / failed / timed_out when uniform, timed_out when
       none succeeded but one hit the backstop, partial for a mix with successes;
     - ``aborted`` (the caller aborted the request) wins once every child is terminal.
+
+    Chained runs: ``waiting`` of the pending children wait for earlier runs' rows; they keep
+    the request live but do not make it ``spawning`` (it is ``running`` while its sources
+    run). A ``skipped`` child (its input came out empty) is neither a success nor a failure:
+    the final state is that of the other children, so a request whose runs succeeded or
+    were skipped is ``succeeded``, and one whose source failed (and so skipped its
+    dependent) is ``failed``.
     """
     states = list(children)
     if not states:
@@ -131,19 +146,23 @@ def roll_up(children: Iterable[ChildState], *, aborted: bool = False) -> RunStat
             return RunState.PARTIAL
         if aborted:
             return RunState.RUNNING
-        if any(s in (ChildState.PENDING, ChildState.SPAWNING) for s in live):
+        starting = sum(1 for s in live if s in (ChildState.PENDING, ChildState.SPAWNING))
+        if starting > waiting:
             return RunState.SPAWNING
         return RunState.RUNNING
     if aborted:
         return RunState.ABORTED
-    succeeded = sum(1 for s in states if s is ChildState.SUCCEEDED)
-    if succeeded == len(states):
+    outcomes = [s for s in states if s is not ChildState.SKIPPED]
+    if not outcomes:
+        return RunState.SUCCEEDED
+    succeeded = sum(1 for s in outcomes if s is ChildState.SUCCEEDED)
+    if succeeded == len(outcomes):
         return RunState.SUCCEEDED
     if succeeded:
         return RunState.PARTIAL
-    if any(s is ChildState.TIMED_OUT for s in states):
+    if any(s is ChildState.TIMED_OUT for s in outcomes):
         return RunState.TIMED_OUT
-    if all(s is ChildState.ABORTED for s in states):
+    if all(s is ChildState.ABORTED for s in outcomes):
         return RunState.ABORTED
     return RunState.FAILED
 

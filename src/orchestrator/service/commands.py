@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.domain.chaining import StepSource
 from orchestrator.domain.run_options import RunOptions
 
 
@@ -20,6 +21,8 @@ class ActorRun:
     actor: str
     input: dict[str, Any] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
+    #: Chained run: input fields built from earlier runs' rows (domain.chaining).
+    input_from: dict[str, StepSource] | None = None
 
 
 @dataclass(frozen=True)

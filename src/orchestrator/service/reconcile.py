@@ -32,9 +32,10 @@ from orchestrator.db.engine import read_only
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.events import append_event
+from orchestrator.domain.chaining import StepSource
 from orchestrator.domain.follow import FollowSettings, follow_plan
 from orchestrator.domain.ids import orchestrator_workflow_id, poller_workflow_id
-from orchestrator.service.launch import start_request_workflow
+from orchestrator.service.launch import start_request_workflow, step_graph
 from orchestrator.workflows.poller import POLLER_WORKFLOW
 from orchestrator.workflows.types import PollerInput, ReconcileResult
 
@@ -82,7 +83,19 @@ class Reconciler:
         """Restart the request's master if it is not running; whether it was restarted."""
         if await self._is_running(orchestrator_workflow_id(run_id)):
             return False
-        await start_request_workflow(self.client, self.task_queue, run_id, [c.id for c in children])
+        # Chained runs wait for the same sources as before (the stored children say which).
+        graph = step_graph(
+            run_id,
+            [
+                {n: StepSource.from_stored(d) for n, d in c.input_from.items()}
+                if c.input_from
+                else None
+                for c in children
+            ],
+        )
+        await start_request_workflow(
+            self.client, self.task_queue, run_id, [c.id for c in children], graph
+        )
         await self._note(
             run_id,
             None,

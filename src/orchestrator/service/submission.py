@@ -35,6 +35,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
 from orchestrator.delivery.url_guard import UnsafeCallbackUrl, check_callback_url
 from orchestrator.domain.budget import check_budget, split_budget
+from orchestrator.domain.chaining import check_input_from
 from orchestrator.domain.errors import NotFound, UnknownActor, ValidationFailed
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.input_schema import input_error
@@ -53,7 +54,7 @@ from orchestrator.service.errors import (
     WorkflowStartFailed,
     WorkspaceRequired,
 )
-from orchestrator.service.launch import start_request_workflow
+from orchestrator.service.launch import start_request_workflow, step_graph
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,14 @@ class SubmissionPolicy:
     max_runs_per_request: int = _setting_default("max_runs_per_request")
     max_input_bytes: int = _setting_default("max_input_bytes")
     allow_insecure_callback_localhost: bool = _setting_default("allow_insecure_callback_localhost")
+    max_step_input_values: int = _setting_default("max_step_input_values")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SubmissionPolicy:
         return cls(
             max_runs_per_request=settings.max_runs_per_request,
             max_input_bytes=settings.max_input_bytes,
+            max_step_input_values=settings.max_step_input_values,
             allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
         )
 
@@ -116,6 +119,7 @@ def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | 
                 field=f"/runs/{index}/input",
             )
         check_run_options(spec.options, pointer=f"/runs/{index}/options")
+    resolve_chains(command, policy)
     if command.budget_usd is not None:
         check_budget(command.budget_usd)
     if command.callback_webhook is None:
@@ -130,6 +134,27 @@ def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | 
         raise UnsafeCallbackWebhook(
             f"callbackWebhook is not allowed: {exc.reason}", field="/callbackWebhook"
         ) from None
+
+
+def resolve_chains(command: SubmitRequest, policy: SubmissionPolicy) -> SubmitRequest:
+    """Check every chained run's sources (``domain.chaining``) and fill in their ``max``.
+
+    A chained run's static ``input`` is checked as any other; the fields built from rows
+    are checked against the actor only once built (they are not known before).
+    """
+    runs = []
+    for index, spec in enumerate(command.runs):
+        if spec.input_from:
+            sources = check_input_from(
+                index,
+                spec.input,
+                spec.input_from,
+                runs=len(command.runs),
+                hard_max=policy.max_step_input_values,
+            )
+            spec = replace(spec, input_from=sources)
+        runs.append(spec)
+    return replace(command, runs=tuple(runs))
 
 
 def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, Any]:
@@ -167,7 +192,11 @@ def _canonical_run(spec: ActorRun) -> dict[str, Any]:
     # Options newer than the first fingerprints count only when set, as budgetUsd does.
     if spec.options.max_total_charge_usd is not None:
         options["maxTotalChargeUsd"] = spec.options.max_total_charge_usd
-    return {"actor": spec.actor, "input": spec.input, "options": options}
+    run: dict[str, Any] = {"actor": spec.actor, "input": spec.input, "options": options}
+    # Only chained runs carry it, so the fingerprints of every other run are unchanged.
+    if spec.input_from:
+        run["inputFrom"] = {name: source.stored() for name, source in spec.input_from.items()}
+    return run
 
 
 def request_hash(command: SubmitRequest, workspace_id: str) -> str:
@@ -180,7 +209,10 @@ def request_hash(command: SubmitRequest, workspace_id: str) -> str:
 def check_input(spec: ActorRun, entry: registry.ActorEntry, index: int) -> None:
     """The run's input against its actor's ``inputSchema``: a :class:`ValidationFailed`
     naming ``/runs/N/input/<path of the error>`` and saying what is wrong."""
-    error = input_error(entry.input_schema, spec.input)
+    # A chained run's built fields are not there yet: they count as present here and are
+    # checked once built (activities.steps).
+    later = frozenset(spec.input_from or ())
+    error = input_error(entry.input_schema, spec.input, provided_later=later)
     if error is not None:
         pointer = f"/runs/{index}/input{error.pointer}"
         raise ValidationFailed(
@@ -253,6 +285,9 @@ def build_run(
             platform_actor_id=entry.platform_actor_id,
             input=spec.input,
             options=options.stored(),
+            input_from={name: source.stored() for name, source in spec.input_from.items()}
+            if spec.input_from
+            else None,
         )
         for index, (spec, entry, options) in enumerate(effective)
     ]
@@ -328,12 +363,17 @@ def _store(
 
 
 async def _start(
-    engine: Engine, temporal: Client, task_queue: str, record: run_queries.RunRecord
+    engine: Engine,
+    temporal: Client,
+    task_queue: str,
+    record: run_queries.RunRecord,
+    command: SubmitRequest,
 ) -> None:
     """Start the stored request's workflow; if Temporal refuses, delete the request again."""
     child_ids = [child_id(record.id, i) for i in range(record.children_total)]
+    graph = step_graph(record.id, [spec.input_from for spec in command.runs])
     try:
-        await start_request_workflow(temporal, task_queue, record.id, child_ids)
+        await start_request_workflow(temporal, task_queue, record.id, child_ids, graph)
     except Exception as exc:
         log.exception("could not start the workflow of %s; rolling the request back", record.id)
         await asyncio.to_thread(_forget, engine, record.id)
@@ -360,6 +400,8 @@ async def submit(
         raise EngineUnavailable("Temporal is not connected")
     callback_url = validate_request(command, policy or SubmissionPolicy())
     fingerprint = request_hash(command, workspace) if idempotency_key else None
+    # After the fingerprint: it is of the request as sent, not of the settings' defaults.
+    command = resolve_chains(command, policy or SubmissionPolicy())
     submission = await asyncio.to_thread(
         _store,
         engine,
@@ -372,7 +414,7 @@ async def submit(
     if submission.replayed:
         log.info("idempotent replay of %s", submission.run.id)
     else:
-        await _start(engine, temporal, task_queue, submission.run)
+        await _start(engine, temporal, task_queue, submission.run, command)
     return submission
 
 

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.ingest import IngestActivities
     from orchestrator.activities.platform import PlatformActivities
     from orchestrator.activities.records import RecordActivities
+    from orchestrator.activities.steps import StepActivities
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import policies
     from orchestrator.workflows.types import (
@@ -37,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
         SettleUsageResult,
         StartChildInput,
         StartChildResult,
+        StepInputInput,
+        StepInputResult,
         StopChildInput,
         StopChildResult,
         TimeOutChildInput,
@@ -116,6 +119,16 @@ async def ingest_dataset(params: IngestInput, heartbeat_seconds: float) -> Inges
         start_to_close_timeout=policies.INGEST_TIMEOUT,
         heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
         retry_policy=policies.INGEST_RETRY,
+    )
+
+
+async def build_step_input(child_id: str) -> StepInputResult:
+    return await workflow.execute_activity_method(
+        StepActivities.build_step_input,
+        StepInputInput(child_id=child_id),
+        start_to_close_timeout=policies.STEP_INPUT_TIMEOUT,
+        heartbeat_timeout=policies.STEP_INPUT_HEARTBEAT_TIMEOUT,
+        retry_policy=policies.STEP_INPUT_RETRY,
     )
 
 

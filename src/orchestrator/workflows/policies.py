@@ -16,6 +16,8 @@ ERR_CAPACITY = "PlatformCapacityError"
 ERR_RETRYABLE = "PlatformRetryableError"
 # An abort the platform has not confirmed yet (the run is still ABORTING): retried.
 ERR_ABORT_NOT_CONFIRMED = "AbortNotConfirmed"
+# A chained run's input was asked for before one of its sources ended (retried).
+ERR_SOURCE_NOT_FINISHED = "StepSourceNotFinished"
 
 DB_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -98,3 +100,14 @@ CALLBACK_RETRY = RetryPolicy(
     non_retryable_error_types=[ERR_CALLBACK_PERMANENT],
 )
 CALLBACK_TIMEOUT = timedelta(seconds=60)
+
+# Building a chained run's input: database reads only, a page of rows at a time.
+STEP_INPUT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=20,
+    non_retryable_error_types=[ERR_PERMANENT],
+)
+STEP_INPUT_TIMEOUT = timedelta(minutes=10)
+STEP_INPUT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)

@@ -2,7 +2,11 @@
 
 It spawns every child in parallel (activity ``start_actor_run``), starts one
 ``PollerWorkflow`` per started child, waits until every child has finished, and finalises
-the request. A child whose start fails for good is recorded as failed without blocking its
+the request. Chained children (``OrchestratorInput.depends_on``) make the request a DAG: such
+a child waits until every child it takes rows from has finished (so its rows are ingested),
+then the activity ``build_step_input`` completes its input from those rows in the database
+(the workflow only sees counts) or skips it when the input came out empty, and it is started
+like any other. A child whose start fails for good is recorded as failed without blocking its
 siblings. A poller that finds the request's budget (or its workspace's) spent sends
 ``stop_request``, and the master stops every live child by the same cascade as an abort.
 
@@ -72,7 +76,12 @@ class ScraperOrchestrator:
         expected = set(params.child_ids)
         try:
             self._spawning = asyncio.gather(
-                *(self._spawn(params.run_id, cid) for cid in params.child_ids)
+                *(
+                    self._spawn_after(params.run_id, cid, params.depends_on[cid])
+                    if cid in params.depends_on
+                    else self._spawn(params.run_id, cid)
+                    for cid in params.child_ids
+                )
             )
             await self._spawning
             await workflow.wait_condition(
@@ -95,6 +104,26 @@ class ScraperOrchestrator:
             await calls.deliver_callback(run_id)
         except ActivityError as err:
             workflow.logger.warning("callback of %s not delivered: %s", run_id, _cause(err))
+
+    async def _spawn_after(self, run_id: str, child_id: str, sources: list[str]) -> None:
+        """A chained child: once every source has finished, build its input from their rows
+        (or skip it when that came out empty), then start it. A stop or an abort cancels the
+        wait, and the sweep ends it ``aborted``: it is never started."""
+        await workflow.wait_condition(lambda: all(s in self._finished for s in sources))
+        try:
+            step = await calls.build_step_input(child_id)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                return
+            await calls.record_child_outcome(
+                child_id, ChildState.FAILED, f"could not build its input: {_cause(err)}"
+            )
+            self._finished[child_id] = ChildState.FAILED.value
+            return
+        if step.skipped or ChildState(step.state).terminal:
+            self._finished.setdefault(child_id, step.state)
+            return
+        await self._spawn(run_id, child_id)
 
     async def _spawn(self, run_id: str, child_id: str) -> None:
         try:

@@ -7,7 +7,7 @@ running workflows keep replaying.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from orchestrator.domain.follow import FollowPlan
 from orchestrator.domain.lifecycle import ChildState
@@ -17,6 +17,10 @@ from orchestrator.domain.lifecycle import ChildState
 class OrchestratorInput:
     run_id: str
     child_ids: list[str]
+    # Chained runs: child id -> the child ids whose rows its input is built from. Those are
+    # started only once all of these are terminal; every other child at once. Empty for
+    # requests without chained runs (and in every history recorded before them).
+    depends_on: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,21 @@ class PollerResult:
 class ChildFinished:
     child_id: str
     state: str
+
+
+@dataclass(frozen=True)
+class StepInputInput:
+    child_id: str
+
+
+@dataclass(frozen=True)
+class StepInputResult:
+    """A chained child's input: built (the number of values per field), or skipped."""
+
+    child_id: str
+    state: str
+    built: dict[str, int] = field(default_factory=dict)
+    skipped: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.api.schemas import ChildView, RunCounts, RunSummary, RunView
+from orchestrator.api.schemas import ChildView, InputSource, RunCounts, RunSummary, RunView
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.domain.lifecycle import ChildState
 
@@ -30,6 +30,10 @@ def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> Ch
         usage_total_usd=child.usage_total_usd,
         charged_event_counts=dict(child.charged_event_counts),
         usage_settled=child.usage_settled_at is not None,
+        input_from={name: InputSource.of(source) for name, source in child.input_from.items()}
+        if child.input_from
+        else None,
+        input_built=dict(child.input_built) if child.input_built is not None else None,
     )
 
 
@@ -54,6 +58,7 @@ def run_view(
             succeeded=sum(1 for c in children if c.state is ChildState.SUCCEEDED),
             failed=sum(1 for c in children if c.state in (ChildState.FAILED, ChildState.TIMED_OUT)),
             running=sum(1 for c in children if not c.state.terminal),
+            skipped=sum(1 for c in children if c.state is ChildState.SKIPPED),
         ),
         items_total=sum(c.items_ingested for c in children),
         created_at=run.created_at,

@@ -36,6 +36,9 @@ class NewChild:
     platform_actor_id: str
     input: dict[str, Any]
     options: dict[str, Any]
+    #: Chained run: input fields built from earlier runs' rows (``StepSource.stored()`` by
+    #: field name); None for a run whose input is complete.
+    input_from: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,20 @@ class ChildRecord:
     usage_total_usd: float | None = None
     charged_event_counts: dict[str, int] = field(default_factory=dict)
     usage_settled_at: datetime | None = None
+    # Chained run: its sources (StepSource.stored() by field name), and once its input is
+    # built, the number of values of each built field and when.
+    input_from: dict[str, dict[str, Any]] | None = None
+    input_built: dict[str, int] | None = None
+    input_built_at: datetime | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """A chained run whose input is not built yet (it waits for earlier runs)."""
+        return (
+            self.input_from is not None
+            and self.input_built_at is None
+            and self.state is ChildState.PENDING
+        )
 
     @property
     def partial(self) -> bool:
@@ -171,7 +188,14 @@ class ChildRecord:
             usage_total_usd=row["usage_total_usd"],
             charged_event_counts=json.loads(row["charged_events_json"] or "{}"),
             usage_settled_at=as_utc(row["usage_settled_at"]),
+            input_from=_json_or_none(row["input_from_json"]),
+            input_built=_json_or_none(row["input_built_json"]),
+            input_built_at=as_utc(row["input_built_at"]),
         )
+
+
+def _json_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 def insert_run(conn: Connection, run: NewRun) -> None:
@@ -211,6 +235,9 @@ def insert_run(conn: Connection, run: NewRun) -> None:
                 "platform_actor_id": child.platform_actor_id,
                 "input_json": json.dumps(child.input, separators=(",", ":")),
                 "options_json": json.dumps(child.options, separators=(",", ":")),
+                "input_from_json": None
+                if child.input_from is None
+                else json.dumps(child.input_from, separators=(",", ":")),
                 "state": ChildState.PENDING.value,
                 "items_ingested": 0,
                 "ingest_offset": 0,
@@ -433,12 +460,16 @@ def recompute_run(conn: Connection, run_id: str) -> RunState:
     if run is None:
         raise LookupError(f"unknown run {run_id}")
     rows = conn.execute(
-        select(scrape_children.c.state, scrape_children.c.items_ingested).where(
-            scrape_children.c.run_id == run_id
-        )
+        select(
+            scrape_children.c.state,
+            scrape_children.c.input_from_json.is_not(None)
+            & scrape_children.c.input_built_at.is_(None),
+        ).where(scrape_children.c.run_id == run_id)
     ).all()
     states = [ChildState(state) for state, _ in rows]
-    new_state = roll_up(states, aborted=run.aborted)
+    # Chained runs still waiting for their sources' rows (pending, input not built).
+    waiting = sum(1 for state, unbuilt in rows if unbuilt and state == ChildState.PENDING)
+    new_state = roll_up(states, aborted=run.aborted, waiting=waiting)
     items_total = conn.execute(
         select(func.coalesce(func.sum(scrape_children.c.items_ingested), 0)).where(
             scrape_children.c.run_id == run_id
