@@ -59,6 +59,8 @@ scrape_runs = Table(
     # 0010: why the request was stopped (``budget-exhausted``), and how it was said.
     Column("stop_reason", String(32)),
     Column("stop_message", Text),
+    # 0013: ``callback`` pushes each child's rows to the callback URL in batches.
+    Column("deliver_rows", String(16), nullable=False, default="none", server_default="none"),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -164,4 +166,25 @@ workspaces = Table(
     # 0010: the workspace's spending limit per budget_period (day or month); null: none.
     Column("budget_usd", Float),
     Column("budget_period", String(8)),
+)
+
+# Rows pushed to the callback (0013): one delivery cursor per child. ``next_seq`` and
+# ``next_index`` say where the next unacknowledged batch starts; ``pending_end`` (exclusive
+# item index) fixes the batch in flight so every retry sends the same rows.
+row_deliveries = Table(
+    "row_deliveries",
+    metadata,
+    Column("child_id", String(96), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("rows_total", BigInteger, nullable=False),
+    Column("next_seq", Integer, nullable=False),
+    Column("next_index", BigInteger, nullable=False),
+    Column("pending_end", BigInteger),
+    Column("batches_pushed", Integer, nullable=False),
+    Column("rows_pushed", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("failed_seq", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_row_deliveries_run_id", "run_id"),
 )

@@ -51,6 +51,8 @@ class NewRun:
     budget_usd: float | None = None
     children: Sequence[NewChild] = field(default_factory=tuple)
     keep_partial_rows: bool = True
+    #: ``callback``: each child's rows are pushed to the callback URL (0013).
+    deliver_rows: str = "none"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class RunRecord:
     # Why the request was stopped (``domain.spending.BUDGET_EXHAUSTED``), and how it was said.
     stop_reason: str | None = None
     stop_message: str | None = None
+    #: ``callback``: each child's rows are pushed to the callback URL (0013).
+    deliver_rows: str = "none"
 
     @property
     def terminal(self) -> bool:
@@ -105,6 +109,7 @@ class RunRecord:
             budget_usd=row["budget_usd"],
             stop_reason=row["stop_reason"],
             stop_message=row["stop_message"],
+            deliver_rows=row["deliver_rows"],
         )
 
 
@@ -186,6 +191,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             idempotency_key=run.idempotency_key,
             request_hash=run.request_hash,
             budget_usd=run.budget_usd,
+            deliver_rows=run.deliver_rows,
             created_at=now,
             updated_at=now,
         )
