@@ -9,14 +9,18 @@ import json
 from typing import Any
 
 from sqlalchemy import Engine
+from temporalio.worker import Replayer
 
 from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries.workspaces import get_workspace
+from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.security.callback_secrets import derive_callback_secret
 from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.submission import SubmissionPolicy, submit
+from orchestrator.worker import WORKFLOWS
+from orchestrator.workflows.row_delivery import BATCHES_PER_RUN, row_delivery_workflow_id
 from tests.support.receiver import Received, assemble_row_batches, callback_receiver, is_row_batch
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
@@ -179,3 +183,28 @@ async def test_no_rows_are_pushed_unless_asked(
     (only,) = receiver.received
     assert not is_row_batch(only)
     assert "rowsPushed" not in json.loads(only.body)["data"]["children"][0]
+
+
+async def test_a_long_push_continues_as_new_and_its_histories_replay(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    rows = BATCHES_PER_RUN + 6  # one row per batch: the delivery workflow continues-as-new
+    async with make_harness(sqlite_engine, **(OVERRIDES | {"row_batch_max_rows": 1})) as h:
+        h.platform.scripts["ultron~leadgen"] = Script(items=rows)
+        with callback_receiver() as receiver:
+            run_id = await start(h, pushing(receiver.url, LEADS))
+            assert (await result_of(h, run_id)).state == RunState.SUCCEEDED
+        cid = child_id(run_id, 0)
+        delivery = h.env.client.get_workflow_handle(row_delivery_workflow_id(cid))
+        described = await delivery.describe()  # the latest run, started by a continue-as-new
+        assert described.raw_description.workflow_execution_info.first_run_id != described.run_id
+        histories = [
+            await h.env.client.get_workflow_handle(wid).fetch_history()
+            for wid in (poller_workflow_id(cid), row_delivery_workflow_id(cid))
+        ]
+    pushed = assemble_row_batches(receiver.received, secret_of(sqlite_engine))
+    assert pushed.seqs[cid] == list(range(1, rows + 1))
+    assert summary(receiver.received)["children"][0]["rowsPushed"]["batches"] == rows
+    replayer = Replayer(workflows=WORKFLOWS)
+    for history in histories:
+        await replayer.replay_workflow(history)

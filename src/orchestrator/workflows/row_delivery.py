@@ -30,7 +30,7 @@ ROW_DELIVERY_WORKFLOW = "RowDeliveryWorkflow"
 # Pollers from here on push the child's rows (requests with deliver.rows=callback) before
 # they report; histories from before replay without it.
 ROW_PUSH_PATCH = "push-rows-to-callback"
-BATCHES_PER_RUN = 200
+BATCHES_PER_RUN = 100
 
 
 @dataclass(frozen=True)
