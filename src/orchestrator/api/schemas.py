@@ -301,6 +301,9 @@ class RunView(ApiModel):
     )
     children: list[ChildView]
     keep_partial_rows: bool = True
+    deliver: DeliverOptions = Field(
+        default_factory=DeliverOptions, description="How the rows reach the caller."
+    )
 
 
 class RunSummary(ApiModel):
