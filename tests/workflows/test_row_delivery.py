@@ -5,6 +5,7 @@ middle of a push is replaced and the push resumes from the last acknowledged bat
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -18,13 +19,14 @@ from orchestrator.domain.ids import child_id, poller_workflow_id
 from orchestrator.domain.lifecycle import RunState
 from orchestrator.security.callback_secrets import derive_callback_secret
 from orchestrator.service.commands import SubmitRequest
+from orchestrator.service.control import abort_request
 from orchestrator.service.submission import SubmissionPolicy, submit
 from orchestrator.worker import WORKFLOWS
 from orchestrator.workflows.row_delivery import BATCHES_PER_RUN, row_delivery_workflow_id
 from tests.support.receiver import Received, assemble_row_batches, callback_receiver, is_row_batch
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
-from tests.workflows.fakes import Script
+from tests.workflows.fakes import Script, hold_starts_until_cancelled
 from tests.workflows.support import result_of
 
 SERVER_KEY = "row-push-workflow-key"
@@ -208,3 +210,24 @@ async def test_a_long_push_continues_as_new_and_its_histories_replay(
     replayer = Replayer(workflows=WORKFLOWS)
     for history in histories:
         await replayer.replay_workflow(history)
+
+
+async def test_rows_of_a_child_aborted_before_its_poller_are_pushed_by_the_sweep(
+    make_harness: HarnessFactory, sqlite_engine: Engine
+) -> None:
+    """The abort reaches the start in flight, so the child never gets a poller: the master's
+    sweep ingests its rows and pushes them before the summary."""
+    async with make_harness(sqlite_engine, **OVERRIDES) as h:
+        entered = hold_starts_until_cancelled(h.platform)
+        h.platform.scripts["ultron~leadgen"] = Script(items=12, polls_to_finish=10**9)
+        with callback_receiver() as receiver:
+            run_id = await start(h, pushing(receiver.url, LEADS))
+            await asyncio.wait_for(entered.wait(), timeout=30)
+            assert (await abort_request(h.engine, h.env.client, run_id)).accepted
+            assert (await result_of(h, run_id)).state == RunState.ABORTED
+    pushed = assemble_row_batches(receiver.received, secret_of(sqlite_engine))
+    cid = child_id(run_id, 0)
+    assert pushed.seqs[cid] == [1, 2]
+    assert [r["itemIndex"] for r in pushed.rows[cid]] == list(range(12))
+    (child,) = summary(receiver.received)["children"]
+    assert child["state"] == "aborted" and child["rowsPushed"]["complete"]

@@ -84,7 +84,7 @@ class PollerWorkflow:
         if workflow.patched(ROW_PUSH_PATCH):
             # Rows go to the callback (if the request asks) before the master hears of the
             # end, so its summary callback comes after every batch.
-            await push_child_rows(params.run_id, params.child_id)
+            await push_child_rows(params.child_id)
         await self._report(params, result)
         return result
 

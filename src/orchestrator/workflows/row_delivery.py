@@ -2,7 +2,8 @@
 
 The poller of a child calls ``push_child_rows`` once the child is final (rows ingested,
 usage settled) and before it reports to its master, so the master's summary callback comes
-after every batch of every child was delivered or given up. The first batch is sent by an
+after every batch of every child was delivered or given up; the master calls it for a child
+its abort sweep ingested (one that never got a poller). The first batch is sent by an
 activity in the poller itself: a request that does not push rows (or a child without rows)
 costs one activity and no more. When more batches follow, a ``RowDeliveryWorkflow`` (id
 ``rows/<child id>``) sends them one at a time, in order, continuing-as-new every
@@ -35,7 +36,6 @@ BATCHES_PER_RUN = 100
 
 @dataclass(frozen=True)
 class RowDeliveryInput:
-    run_id: str
     child_id: str
 
 
@@ -78,7 +78,7 @@ async def _push_batches(child_id: str, limit: int | None) -> tuple[PushRowsResul
     return result, False
 
 
-async def push_child_rows(run_id: str, child_id: str) -> None:
+async def push_child_rows(child_id: str) -> None:
     """Push a final child's rows (if its request asks for it); returns when every batch was
     delivered or the push gave up. Never raises for delivery problems."""
     first, gave_up = await _push_batches(child_id, limit=1)
@@ -87,7 +87,7 @@ async def push_child_rows(run_id: str, child_id: str) -> None:
     try:
         await workflow.execute_child_workflow(
             RowDeliveryWorkflow.run,
-            RowDeliveryInput(run_id=run_id, child_id=child_id),
+            RowDeliveryInput(child_id=child_id),
             id=row_delivery_workflow_id(child_id),
         )
     except WorkflowAlreadyStartedError:
