@@ -213,7 +213,8 @@ class RowDeliveryActivities:
                 info.run_id,
                 "rows.batch_failed",
                 f"{prefix} abandoned after {attempt} attempt(s): {outcome.error}; "
-                "the rest of this child's rows are not pushed (GET /runs/{id}/items has them)",
+                f"the rest of this child's rows are not pushed (GET /runs/{info.run_id}/items "
+                "has them)",
                 child_id=info.child_id,
                 data=data,
                 dedupe_key=f"{info.child_id}:rows:{info.seq}:failed",

@@ -17,10 +17,12 @@ never changes the child's or the request's state.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.row_delivery import RowDeliveryActivities
@@ -58,6 +60,9 @@ async def push_row_batch(child_id: str) -> PushRowsResult:
         PushRowsInput(child_id=child_id),
         start_to_close_timeout=policies.ROWS_TIMEOUT,
         retry_policy=policies.ROWS_RETRY,
+        # On abort, let an attempt in flight finish, so its outcome is recorded before the
+        # summary callback counts the pushed rows.
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
 
 
@@ -80,20 +85,25 @@ async def _push_batches(child_id: str, limit: int | None) -> tuple[PushRowsResul
 
 async def push_child_rows(child_id: str) -> None:
     """Push a final child's rows (if its request asks for it); returns when every batch was
-    delivered or the push gave up. Never raises for delivery problems."""
-    first, gave_up = await _push_batches(child_id, limit=1)
-    if gave_up or first is None or first.done:
-        return
+    delivered or the push gave up. Never raises for delivery problems, nor for a cancel
+    (the request was aborted meanwhile): the push stops there and the caller goes on to
+    report, the rows still in the database."""
     try:
-        await workflow.execute_child_workflow(
-            RowDeliveryWorkflow.run,
-            RowDeliveryInput(child_id=child_id),
-            id=row_delivery_workflow_id(child_id),
-        )
-    except WorkflowAlreadyStartedError:
-        # A run of it from before a restart of this poller is still sending: the cursor
-        # is shared, so send whatever it leaves here (nothing, once it is done).
-        await _push_batches(child_id, limit=None)
+        first, gave_up = await _push_batches(child_id, limit=1)
+        if gave_up or first is None or first.done:
+            return
+        try:
+            await workflow.execute_child_workflow(
+                RowDeliveryWorkflow.run,
+                RowDeliveryInput(child_id=child_id),
+                id=row_delivery_workflow_id(child_id),
+            )
+        except WorkflowAlreadyStartedError:
+            # A run of it from before a restart of this poller is still sending: the cursor
+            # is shared, so send whatever it leaves here (nothing, once it is done).
+            await _push_batches(child_id, limit=None)
+    except asyncio.CancelledError:
+        workflow.logger.info("row delivery of %s stopped: the request was aborted", child_id)
     except Exception as err:  # a failed or terminated delivery changes no state
         workflow.logger.warning("row delivery of %s ended early: %s", child_id, err)
 
