@@ -17,8 +17,10 @@ from orchestrator.delivery.row_batches import (
     encode_lines,
     row_batch_message_id,
 )
+from orchestrator.delivery.sender import CALLBACK_RETRY_SCHEDULE
 from orchestrator.delivery.signing import new_webhook_secret, signed_headers_for_all, verify
 from orchestrator.domain.row_push import BatchLimits, batch_length, cut_batches, fits
+from orchestrator.workflows import policies
 
 
 def test_the_row_cap_cuts_batches_in_order() -> None:
@@ -135,3 +137,12 @@ def test_a_batch_is_signed_with_every_secret_in_use() -> None:
         verify(current, body.split(b"\n", 1)[1], headers, json_parse=False)
     with pytest.raises(ValueError, match="at least one"):
         signed_headers_for_all([], "rows_x_1", now, body)
+
+
+def test_batches_are_retried_on_the_callbacks_schedule() -> None:
+    rows, callback = policies.ROWS_RETRY, policies.CALLBACK_RETRY
+    assert rows.initial_interval == callback.initial_interval
+    assert rows.backoff_coefficient == callback.backoff_coefficient
+    assert rows.maximum_interval == callback.maximum_interval
+    assert rows.maximum_attempts == CALLBACK_RETRY_SCHEDULE.maximum_attempts
+    assert rows.non_retryable_error_types == [policies.ERR_ROWS_PERMANENT]
