@@ -174,7 +174,11 @@ class RowDeliveryActivities:
         }
         prefix = f"rows batch {info.seq} ({info.rows} rows)"
         if outcome.delivered:
-            cursor = cursor_queries.acknowledge_batch(conn, info.child_id, info.seq)
+            # None: another sender acknowledged it first (only if two ever overlap); the
+            # cursor as it is now tells the caller what is left either way.
+            cursor = cursor_queries.acknowledge_batch(
+                conn, info.child_id, info.seq
+            ) or cursor_queries.get_delivery(conn, info.child_id)
             event_queries.append_event(
                 conn,
                 info.run_id,

@@ -60,8 +60,8 @@ async def push_row_batch(child_id: str) -> PushRowsResult:
         PushRowsInput(child_id=child_id),
         start_to_close_timeout=policies.ROWS_TIMEOUT,
         retry_policy=policies.ROWS_RETRY,
-        # On abort, let an attempt in flight finish, so its outcome is recorded before the
-        # summary callback counts the pushed rows.
+        # On abort, let an attempt in flight finish (and record its outcome) before the
+        # push stops.
         cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
 
