@@ -1,7 +1,8 @@
-"""Rows pushed to the callback on a real Temporal server, with a local receiver: each child's
-rows in signed batches, in order, before the summary callback (which counts them); a batch
-the receiver fails twice is sent again unchanged and nothing is skipped; a worker lost in the
-middle of a push is replaced and the push resumes from the last acknowledged batch."""
+"""Rows pushed to the callback on a real Temporal server, with a local receiver (SQLite, and
+PostgreSQL for the main paths): each child's rows in signed batches, in order, before the
+summary callback (which counts them); a batch the receiver fails twice is sent again
+unchanged and nothing is skipped; a worker lost in the middle of a push is replaced and the
+push resumes from the last acknowledged batch; aborts; a long push continuing-as-new."""
 
 from __future__ import annotations
 
@@ -71,15 +72,15 @@ def summary(received: list[Received]) -> dict[str, Any]:
 
 
 async def test_rows_of_two_children_arrive_in_order_before_the_summary(
-    make_harness: HarnessFactory, sqlite_engine: Engine
+    make_harness: HarnessFactory, own_engine: Engine
 ) -> None:
-    async with make_harness(sqlite_engine, **OVERRIDES) as h:
+    async with make_harness(own_engine, **OVERRIDES) as h:
         h.platform.scripts["ultron~leadgen"] = Script(items=23, polls_to_finish=2)
         h.platform.scripts["ultron~similarweb-bulk"] = Script(items=7)
         with callback_receiver() as receiver:
             run_id = await start(h, pushing(receiver.url, LEADS, TRAFFIC))
             assert (await result_of(h, run_id)).state == RunState.SUCCEEDED
-    pushed = assemble_row_batches(receiver.received, secret_of(sqlite_engine))
+    pushed = assemble_row_batches(receiver.received, secret_of(own_engine))
     leads, traffic = f"{run_id}.0", f"{run_id}.1"
     assert pushed.seqs == {leads: [1, 2, 3], traffic: [1]}
     assert [r["itemIndex"] for r in pushed.rows[leads]] == list(range(23))
@@ -99,9 +100,9 @@ async def test_rows_of_two_children_arrive_in_order_before_the_summary(
 
 
 async def test_a_batch_failed_twice_is_sent_again_unchanged_and_nothing_is_skipped(
-    make_harness: HarnessFactory, sqlite_engine: Engine
+    make_harness: HarnessFactory, own_engine: Engine
 ) -> None:
-    async with make_harness(sqlite_engine, **OVERRIDES) as h:
+    async with make_harness(own_engine, **OVERRIDES) as h:
         h.platform.scripts["ultron~leadgen"] = Script(items=25)
         # Batch 1 is accepted, batch 2 fails twice (503, then 500) and is then accepted.
         with callback_receiver([200, 503, 500]) as receiver:
@@ -112,11 +113,11 @@ async def test_a_batch_failed_twice_is_sent_again_unchanged_and_nothing_is_skipp
     second = batches[1:4]
     assert len({b.headers["webhook-id"] for b in second}) == 1
     assert len({b.body for b in second}) == 1
-    pushed = assemble_row_batches(receiver.received, secret_of(sqlite_engine))
+    pushed = assemble_row_batches(receiver.received, secret_of(own_engine))
     assert pushed.duplicates == 2
     assert [r["itemIndex"] for r in pushed.rows[f"{run_id}.0"]] == list(range(25))
     assert summary(receiver.received)["children"][0]["rowsPushed"]["rows"] == 25
-    with sqlite_engine.connect() as conn:
+    with own_engine.connect() as conn:
         kinds = [e.kind for e in event_queries.list_events(conn, run_id, limit=1000)]
     assert kinds.count("rows.batch_attempt") == 2 and kinds.count("rows.batch_delivered") == 3
 
@@ -148,10 +149,10 @@ async def test_a_refused_batch_is_recorded_and_the_run_still_succeeds(
 
 
 async def test_a_push_resumes_after_its_worker_is_lost(
-    make_harness: HarnessFactory, sqlite_engine: Engine
+    make_harness: HarnessFactory, own_engine: Engine
 ) -> None:
     with callback_receiver([200] + [503] * 1000) as receiver:
-        async with make_harness(sqlite_engine, **OVERRIDES) as first:
+        async with make_harness(own_engine, **OVERRIDES) as first:
             first.platform.scripts["ultron~leadgen"] = Script(items=35)
             run_id = await start(first, pushing(receiver.url, LEADS))
             # Batch 1 acknowledged, batch 2 failing: the worker goes away mid-push.
@@ -159,14 +160,14 @@ async def test_a_push_resumes_after_its_worker_is_lost(
             platform, task_queue = first.platform, first.task_queue
         receiver.statuses.clear()  # the receiver recovers; a new worker takes over
         async with make_harness(
-            sqlite_engine, task_queue=task_queue, platform=platform, **OVERRIDES
+            own_engine, task_queue=task_queue, platform=platform, **OVERRIDES
         ) as second:
             assert (await result_of(second, run_id)).state == RunState.SUCCEEDED
     batches = [r for r in receiver.received if is_row_batch(r)]
     seqs = [b.headers["x-orchestrator-batch-seq"] for b in batches]
     assert seqs.count("1") == 1, "an acknowledged batch was sent again"
     assert seqs[-3:] == ["2", "3", "4"]
-    pushed = assemble_row_batches(receiver.received, secret_of(sqlite_engine))
+    pushed = assemble_row_batches(receiver.received, secret_of(own_engine))
     assert pushed.seqs[f"{run_id}.0"] == [1, 2, 3, 4]
     assert [r["itemIndex"] for r in pushed.rows[f"{run_id}.0"]] == list(range(35))
     assert summary(receiver.received)["children"][0]["rowsPushed"]["complete"]
