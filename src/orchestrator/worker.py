@@ -30,6 +30,7 @@ from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.platform import PlatformActivities
 from orchestrator.activities.reconcile import ReconcileActivities
 from orchestrator.activities.records import RecordActivities
+from orchestrator.activities.row_delivery import RowDeliveryActivities
 from orchestrator.activities.steps import StepActivities
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
@@ -43,11 +44,12 @@ from orchestrator.workflows.reconciler import (
     RECONCILER_WORKFLOW,
     ReconcilerWorkflow,
 )
+from orchestrator.workflows.row_delivery import RowDeliveryWorkflow
 from orchestrator.workflows.scraper import ScraperOrchestrator
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [ScraperOrchestrator, PollerWorkflow, ReconcilerWorkflow]
+WORKFLOWS = [ScraperOrchestrator, PollerWorkflow, ReconcilerWorkflow, RowDeliveryWorkflow]
 
 
 def activity_config(settings: Settings) -> ActivityConfig:
@@ -64,6 +66,8 @@ def activity_config(settings: Settings) -> ActivityConfig:
         callback_secret_key=settings.callback_secret_key.get_secret_value(),
         allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
         callback_retry_initial_seconds=settings.callback_retry_initial_seconds,
+        row_batch_max_rows=settings.row_batch_max_rows,
+        row_batch_max_bytes=settings.row_batch_max_bytes,
     )
 
 
@@ -82,6 +86,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     records = RecordActivities(deps)
     delivery = DeliveryActivities(deps)
     steps = StepActivities(deps)
+    rows = RowDeliveryActivities(deps)
     reconciler = ReconcileActivities(
         Reconciler(deps.engine, client, task_queue, deps.config.follow)
     )
@@ -104,6 +109,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             records.finalize_run,
             steps.build_step_input,
             delivery.deliver_callback,
+            rows.push_row_batch,
             reconciler.reconcile_drift,
         ],
     )

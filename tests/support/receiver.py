@@ -1,12 +1,17 @@
-"""A tiny HTTP receiver on 127.0.0.1 that records callbacks and answers scripted statuses."""
+"""A tiny HTTP receiver on 127.0.0.1 that records callbacks and answers scripted statuses,
+and how a receiver assembles rows pushed in batches (``assemble_row_batches``)."""
 
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.delivery.signing import verify
 
 
 @dataclass
@@ -58,3 +63,57 @@ def callback_receiver(statuses: list[int] | None = None, path: str = "/hook") ->
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@dataclass
+class PushedRows:
+    """What a receiver of ``deliver.rows = "callback"`` assembled from the batches it got."""
+
+    #: Rows per child, in item-index order, each exactly once.
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Sequence numbers per child in the order first received.
+    seqs: dict[str, list[int]] = field(default_factory=dict)
+    #: Batches received again (same webhook-id), dropped as duplicates.
+    duplicates: int = 0
+    #: Children whose last batch (``X-Orchestrator-Batch-Last: true``) arrived.
+    finished: set[str] = field(default_factory=set)
+
+
+def is_row_batch(received: Received) -> bool:
+    return received.headers.get("content-type", "").startswith("application/x-ndjson")
+
+
+def assemble_row_batches(received: list[Received], secret: str) -> PushedRows:
+    """Verify every batch (Standard Webhooks), drop repeats by ``webhook-id``, and check as a
+    receiver would that no batch is missing: per child, sequence numbers go 1, 2, 3, ... and
+    each batch's first item index follows the previous batch's last one."""
+    out = PushedRows()
+    seen: set[str] = set()
+    for message in received:
+        if not is_row_batch(message):
+            continue
+        verify(secret, message.body, message.headers, json_parse=False)
+        message_id = message.headers["webhook-id"]
+        if message_id in seen:
+            out.duplicates += 1
+            continue
+        seen.add(message_id)
+        child = message.headers["x-orchestrator-child-id"]
+        seq = int(message.headers["x-orchestrator-batch-seq"])
+        assert message_id == f"rows_{child.replace('.', '_')}_{seq}"
+        seqs = out.seqs.setdefault(child, [])
+        assert seq == len(seqs) + 1, f"gap before batch {seq} of {child}: had {seqs}"
+        seqs.append(seq)
+        rows = [json.loads(line) for line in message.body.decode("utf-8").splitlines()]
+        kept = out.rows.setdefault(child, [])
+        first = int(message.headers["x-orchestrator-first-item-index"])
+        expected_first = kept[-1]["itemIndex"] + 1 if kept else 0
+        assert first == expected_first, f"rows missing before item {first} of {child}"
+        assert rows[0]["itemIndex"] == first
+        assert rows[-1]["itemIndex"] == int(message.headers["x-orchestrator-last-item-index"])
+        assert all(r["childId"] == child for r in rows)
+        kept.extend(rows)
+        if message.headers["x-orchestrator-batch-last"] == "true":
+            assert len(kept) == int(message.headers["x-orchestrator-child-rows-total"])
+            out.finished.add(child)
+    return out

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,12 +35,15 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import row_deliveries as row_queries
 from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.queries.row_deliveries import RowDelivery
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.delivery.sender import CALLBACK_RETRY_SCHEDULE, CallbackSender, DeliveryOutcome
 from orchestrator.delivery.signing import callback_message_id, signed_headers
 from orchestrator.delivery.url_guard import url_for_log
 from orchestrator.domain.lifecycle import ChildState
+from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
 from orchestrator.service.workspaces import signing_secrets
 from orchestrator.workflows.policies import ERR_CALLBACK_PERMANENT
 from orchestrator.workflows.types import DeliverCallbackInput, DeliverCallbackResult
@@ -60,11 +64,14 @@ def callback_payload(
     public_url: str,
     *,
     usage_total_usd: float = 0.0,
+    pushed: Mapping[str, RowDelivery] | None = None,
 ) -> dict[str, Any]:
     """The JSON summary POSTed to the caller (Standard Webhooks' ``{type, timestamp, data}``);
-    ``usage_total_usd`` is the request's spend (``runs.run_usage_total``)."""
+    ``usage_total_usd`` is the request's spend (``runs.run_usage_total``). With ``pushed``
+    (the request pushes its rows: each child's delivery cursor) every child says how many
+    batches and rows were pushed to the callback."""
     base = public_url.rstrip("/")
-    return {
+    payload: dict[str, Any] = {
         "type": CALLBACK_EVENT_TYPE,
         "timestamp": _iso(run.finished_at or run.updated_at),
         "data": {
@@ -104,6 +111,30 @@ def callback_payload(
             },
         },
     }
+    if pushed is not None:
+        for child, view in zip(children, payload["data"]["children"], strict=True):
+            view["rowsPushed"] = rows_pushed_view(pushed.get(child.id), child.items_ingested)
+    return payload
+
+
+def rows_pushed_view(cursor: RowDelivery | None, items: int) -> dict[str, Any]:
+    """What a summary says of one child's pushed rows: batches and rows acknowledged, the
+    rows there were to push, and whether every one of them was (``complete``)."""
+    if cursor is None:  # never pushed: it stored no rows, or it ended without a poller
+        return {
+            "batches": 0,
+            "rows": 0,
+            "rowsTotal": items,
+            "complete": items == 0,
+            "failedBatchSeq": None,
+        }
+    return {
+        "batches": cursor.batches_pushed,
+        "rows": cursor.rows_pushed,
+        "rowsTotal": cursor.rows_total,
+        "complete": cursor.rows_pushed >= cursor.rows_total,
+        "failedBatchSeq": cursor.failed_seq,
+    }
 
 
 def retry_delay_seconds(attempt: int, initial_seconds: float, retry_after: float | None) -> float:
@@ -142,6 +173,9 @@ class DeliveryActivities:
             children,
             self._deps.config.public_url,
             usage_total_usd=run_queries.run_usage_total(conn, run_id),
+            pushed=row_queries.deliveries_of_run(conn, run_id)
+            if run.deliver_rows == DELIVER_ROWS_CALLBACK
+            else None,
         )
         return _Prepared(
             url=run.callback_url,

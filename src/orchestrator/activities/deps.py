@@ -37,6 +37,9 @@ class ActivityConfig:
     callback_secret_key: str
     allow_insecure_callback_localhost: bool
     callback_retry_initial_seconds: float
+    # Rows pushed to the callback (activities/row_delivery.py).
+    row_batch_max_rows: int
+    row_batch_max_bytes: int
 
 
 @dataclass(frozen=True)

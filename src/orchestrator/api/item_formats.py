@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.db.queries.item_pages import ItemRow
+from orchestrator.db.queries.item_pages import ItemRow, item_json
 
 CHUNK_CHARS = 64 * 1024
 
@@ -57,20 +57,7 @@ def negotiate(accept: str | None) -> ItemFormat:
 
 
 def _item_json(row: ItemRow) -> str:
-    head = json.dumps(
-        {
-            "id": row.id,
-            "runId": row.run_id,
-            "childId": row.child_id,
-            "itemIndex": row.item_index,
-            "workspaceId": row.workspace_id,
-            "skillId": row.skill_run_id,
-            "conversationId": row.conversation_id,
-            "actor": row.actor,
-        },
-        separators=(",", ":"),
-    )
-    return head[:-1] + ',"data":' + row.data + "}"
+    return item_json(row)
 
 
 def _chunked(parts: Iterable[str]) -> Iterator[str]:

@@ -143,6 +143,15 @@ class ActorRunRequest(ApiModel):
         )
 
 
+class DeliverOptions(ApiModel):
+    rows: Literal["none", "callback"] = Field(
+        default="none",
+        description="`callback`: as each actor run ends, its rows are POSTed to "
+        "`callbackWebhook` in signed NDJSON batches (before the final summary callback); "
+        'requires `callbackWebhook`. See docs/API.md, "Rows pushed to the callback".',
+    )
+
+
 class CreateRunRequest(ApiModel):
     workspace_id: str | None = Field(
         default=None,
@@ -179,6 +188,9 @@ class CreateRunRequest(ApiModel):
         "less than its actor's minimum charge), rounded down to 6 decimals. Smaller than the "
         "runs' minimum charges added up is a 422.",
     )
+    deliver: DeliverOptions | None = Field(
+        default=None, description="How the rows reach the caller besides `GET /runs/{id}/items`."
+    )
 
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
@@ -189,6 +201,7 @@ class CreateRunRequest(ApiModel):
             callback_webhook=self.callback_webhook,
             keep_partial_rows=self.keep_partial_rows,
             budget_usd=self.budget_usd,
+            deliver_rows=self.deliver.rows if self.deliver is not None else "none",
         )
 
     model_config = ConfigDict(
@@ -353,6 +366,9 @@ class RunView(ApiModel):
         default=None,
         description="The actor catalog version the request's inputs were validated against "
         "(`GET /actors`); null for requests from before the catalog was versioned.",
+    )
+    deliver: DeliverOptions = Field(
+        default_factory=DeliverOptions, description="How the rows reach the caller."
     )
 
 

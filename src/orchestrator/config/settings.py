@@ -157,6 +157,17 @@ class Settings(BaseSettings):
         gt=0,
         description="First retry delay of a callback; the schedule doubles from it.",
     )
+    row_batch_max_rows: int = Field(
+        default=1000,
+        gt=0,
+        le=100_000,
+        description="Most rows in one batch pushed to a callback (`deliver.rows=callback`).",
+    )
+    row_batch_max_bytes: int = Field(
+        default=1024 * 1024,
+        gt=0,
+        description="Most bytes of NDJSON in one pushed batch; a single larger row goes alone.",
+    )
 
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""

@@ -63,6 +63,8 @@ scrape_runs = Table(
     Column("plan_id", String(64)),
     # 0011: the actor catalog version the request was validated against (null before it).
     Column("catalog_version", Integer),
+    # 0013: ``callback`` pushes each child's rows to the callback URL in batches.
+    Column("deliver_rows", String(16), nullable=False, default="none", server_default="none"),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
@@ -203,4 +205,25 @@ actor_catalog_changes = Table(
     Column("changed_by", String(128), nullable=False),
     Column("changed_at", DateTime(timezone=True), nullable=False),
     Index("ix_actor_catalog_changes_actor", "actor", "version"),
+)
+
+# Rows pushed to the callback (0013): one delivery cursor per child. ``next_seq`` and
+# ``next_index`` say where the next unacknowledged batch starts; ``pending_end`` (exclusive
+# item index) fixes the batch in flight so every retry sends the same rows.
+row_deliveries = Table(
+    "row_deliveries",
+    metadata,
+    Column("child_id", String(96), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("rows_total", BigInteger, nullable=False),
+    Column("next_seq", Integer, nullable=False),
+    Column("next_index", BigInteger, nullable=False),
+    Column("pending_end", BigInteger),
+    Column("batches_pushed", Integer, nullable=False),
+    Column("rows_pushed", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("failed_seq", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_row_deliveries_run_id", "run_id"),
 )

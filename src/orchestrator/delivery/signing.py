@@ -36,6 +36,7 @@ __all__ = [
     "callback_message_id",
     "new_webhook_secret",
     "signed_headers",
+    "signed_headers_for_all",
     "verify",
 ]
 
@@ -81,6 +82,21 @@ def signed_headers(
         "webhook-signature": signature,
         "content-type": "application/json",
     }
+
+
+def signed_headers_for_all(
+    secrets_in_use: list[str], message_id: str, timestamp: datetime, body: bytes
+) -> dict[str, str]:
+    """``signed_headers`` with one signature per secret (the current one first), space-
+    separated as Standard Webhooks specifies: during a rotation's grace period a receiver
+    holding either secret verifies the message."""
+    if not secrets_in_use:
+        raise ValueError("at least one secret is needed")
+    headers = signed_headers(secrets_in_use[0], message_id, timestamp, body)
+    for extra in secrets_in_use[1:]:
+        other = signed_headers(extra, message_id, timestamp, body)
+        headers["webhook-signature"] += " " + other["webhook-signature"]
+    return headers
 
 
 def verify(

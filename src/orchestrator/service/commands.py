@@ -39,6 +39,8 @@ class SubmitRequest:
     keep_partial_rows: bool = True
     #: Most the whole request may be charged (USD), split across its runs (domain.budget).
     budget_usd: float | None = None
+    #: ``callback``: push each child's rows to ``callback_webhook`` in signed NDJSON batches.
+    deliver_rows: str = "none"
 
 
 #: Reads the body, or returns None as soon as it is known to exceed the given byte count.

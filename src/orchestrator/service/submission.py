@@ -40,6 +40,7 @@ from orchestrator.domain.errors import NotFound, UnknownActor, ValidationFailed
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.domain.input_schema import input_error
 from orchestrator.domain.pricing import check_charge_limit, minimum_charge_usd
+from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK, DELIVER_ROWS_NONE
 from orchestrator.domain.run_options import check_run_options
 from orchestrator.security.callback_secrets import new_nonce
 from orchestrator.service.auth import Principal
@@ -122,6 +123,11 @@ def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | 
     resolve_chains(command, policy)
     if command.budget_usd is not None:
         check_budget(command.budget_usd)
+    if command.deliver_rows == DELIVER_ROWS_CALLBACK and command.callback_webhook is None:
+        raise ValidationFailed(
+            'deliver.rows "callback" needs a callbackWebhook to push the rows to',
+            field="/deliver/rows",
+        )
     if command.callback_webhook is None:
         return None
     try:
@@ -179,6 +185,9 @@ def canonical_request(command: SubmitRequest, workspace_id: str) -> dict[str, An
         document["keepPartialRows"] = False
     if command.budget_usd is not None:
         document["budgetUsd"] = command.budget_usd
+    # Only when rows are pushed, so fingerprints stored before the field existed still match.
+    if command.deliver_rows != DELIVER_ROWS_NONE:
+        document["deliver"] = {"rows": command.deliver_rows}
     return document
 
 
@@ -303,6 +312,7 @@ def build_run(
         children=tuple(children),
         keep_partial_rows=command.keep_partial_rows,
         catalog_version=catalog_version,
+        deliver_rows=command.deliver_rows,
     )
 
 

@@ -111,3 +111,16 @@ STEP_INPUT_RETRY = RetryPolicy(
 )
 STEP_INPUT_TIMEOUT = timedelta(minutes=10)
 STEP_INPUT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+# Rows pushed to the callback (activities/row_delivery.py): one HTTP attempt of one batch per
+# activity attempt, on the callback's schedule; a batch refused for good (or out of
+# attempts) raises ERR_ROWS_PERMANENT and ends that child's push.
+ERR_ROWS_PERMANENT = "RowBatchPermanentError"
+ROWS_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(hours=1),
+    maximum_attempts=33,
+    non_retryable_error_types=[ERR_ROWS_PERMANENT],
+)
+# Reading one batch (at most the byte cap plus one row) and one POST of 15 s at most.
+ROWS_TIMEOUT = timedelta(minutes=2)

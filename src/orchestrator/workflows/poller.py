@@ -24,6 +24,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import calls
+    from orchestrator.workflows.row_delivery import ROW_PUSH_PATCH, push_child_rows
     from orchestrator.workflows.types import (
         ChildFinished,
         IngestInput,
@@ -80,6 +81,10 @@ class PollerWorkflow:
             result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
         if workflow.patched(SETTLE_USAGE_PATCH):
             await self._settle_usage(params)
+        if workflow.patched(ROW_PUSH_PATCH):
+            # Rows go to the callback (if the request asks) before the master hears of the
+            # end, so its summary callback comes after every batch.
+            await push_child_rows(params.child_id)
         await self._report(params, result)
         return result
 

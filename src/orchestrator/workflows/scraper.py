@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         PollerWorkflow,
         ingest_partial_rows,
     )
+    from orchestrator.workflows.row_delivery import ROW_PUSH_PATCH, push_child_rows
     from orchestrator.workflows.types import (
         ChildFinished,
         OrchestratorInput,
@@ -198,6 +199,8 @@ class ScraperOrchestrator:
             self._finished.setdefault(child_id, stopped.state)
         elif child_id not in self._pollers:
             done = await ingest_partial_rows(ingest, stopped.ingest_heartbeat_seconds)
+            if workflow.patched(ROW_PUSH_PATCH):  # no poller to push its rows: push them here
+                await push_child_rows(child_id)
             self._finished[child_id] = done.state
 
 

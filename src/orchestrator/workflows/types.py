@@ -321,3 +321,24 @@ class DeliverCallbackResult:
     delivered: bool
     attempts: int = 1
     status_code: int | None = None
+
+
+@dataclass(frozen=True)
+class PushRowsInput:
+    """Push the next batch of a final child's rows to its request's callback URL; where the
+    next batch starts is the child's cursor in the database, never a payload."""
+
+    child_id: str
+
+
+@dataclass(frozen=True)
+class PushRowsResult:
+    child_id: str
+    #: Nothing is left to send: every batch was acknowledged, the push was given up, or the
+    #: request does not push rows.
+    done: bool
+    #: The batch this call sent (0: none was sent).
+    seq: int = 0
+    rows: int = 0
+    batches_pushed: int = 0
+    rows_pushed: int = 0

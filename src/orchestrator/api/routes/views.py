@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.api.schemas import ChildView, InputSource, RunCounts, RunSummary, RunView
+from orchestrator.api.schemas import (
+    ChildView,
+    DeliverOptions,
+    InputSource,
+    RunCounts,
+    RunSummary,
+    RunView,
+)
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.domain.lifecycle import ChildState
+from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
 
 
 def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> ChildView:
@@ -74,6 +82,9 @@ def run_view(
         catalog_version=run.catalog_version,
         children=[child_view(c, calls.get(c.id)) for c in children],
         keep_partial_rows=run.keep_partial_rows,
+        deliver=DeliverOptions(
+            rows="callback" if run.deliver_rows == DELIVER_ROWS_CALLBACK else "none"
+        ),
     )
 
 

@@ -16,6 +16,7 @@ any size is never held in memory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -129,3 +130,22 @@ def stream_rows(
                     actor=row.actor,
                     data=row.data,
                 )
+
+
+def item_json(row: ItemRow) -> str:
+    """The row as one line of JSON in the item shape of ``GET /runs/{id}/items`` (routing
+    fields, then ``data`` spliced in as stored); also the line of a pushed batch."""
+    head = json.dumps(
+        {
+            "id": row.id,
+            "runId": row.run_id,
+            "childId": row.child_id,
+            "itemIndex": row.item_index,
+            "workspaceId": row.workspace_id,
+            "skillId": row.skill_run_id,
+            "conversationId": row.conversation_id,
+            "actor": row.actor,
+        },
+        separators=(",", ":"),
+    )
+    return head[:-1] + ',"data":' + row.data + "}"

@@ -58,6 +58,8 @@ class NewRun:
     plan_id: str | None = None
     #: The actor catalog version the request was validated against.
     catalog_version: int | None = None
+    #: ``callback``: each child's rows are pushed to the callback URL (0013).
+    deliver_rows: str = "none"
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class RunRecord:
     stop_message: str | None = None
     plan_id: str | None = None
     catalog_version: int | None = None
+    #: ``callback``: each child's rows are pushed to the callback URL (0013).
+    deliver_rows: str = "none"
 
     @property
     def terminal(self) -> bool:
@@ -116,6 +120,7 @@ class RunRecord:
             stop_message=row["stop_message"],
             plan_id=row["plan_id"],
             catalog_version=row["catalog_version"],
+            deliver_rows=row["deliver_rows"],
         )
 
 
@@ -220,6 +225,7 @@ def insert_run(conn: Connection, run: NewRun) -> None:
             budget_usd=run.budget_usd,
             plan_id=run.plan_id,
             catalog_version=run.catalog_version,
+            deliver_rows=run.deliver_rows,
             created_at=now,
             updated_at=now,
         )

@@ -3,7 +3,7 @@ review it and run it later (``POST /runs {"planId"}``), and shown with the reque
 became (scrape_runs.plan_id).
 
 Revision ID: 0014_plans
-Revises: 0012_step_inputs
+Revises: 0013_row_delivery
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014_plans"
-down_revision = "0012_step_inputs"
+down_revision = "0013_row_delivery"
 branch_labels = None
 depends_on = None
 
