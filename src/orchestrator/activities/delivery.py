@@ -33,14 +33,14 @@ from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.activities.deps import ActivityDeps
+from orchestrator.activities.deps import ActivityConfig, ActivityDeps
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import row_deliveries as row_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.row_deliveries import RowDelivery
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.delivery.sender import CALLBACK_RETRY_SCHEDULE, CallbackSender, DeliveryOutcome
-from orchestrator.delivery.signing import callback_message_id, signed_headers
+from orchestrator.delivery.signing import callback_message_id, signed_headers_for_all
 from orchestrator.delivery.url_guard import url_for_log
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
@@ -135,6 +135,28 @@ def rows_pushed_view(cursor: RowDelivery | None, items: int) -> dict[str, Any]:
         "complete": cursor.rows_pushed >= cursor.rows_total,
         "failedBatchSeq": cursor.failed_seq,
     }
+
+
+async def send_attempt(
+    config: ActivityConfig, attempt: int, url: str, body: bytes, headers: dict[str, str]
+) -> tuple[DeliveryOutcome, bool, float | None]:
+    """One signed POST to a caller's URL (the summary callback, or a batch of rows): what
+    happened, whether it is final (delivered, refused for good, or out of attempts), and
+    when to try again otherwise (the schedule, or the receiver's Retry-After)."""
+    async with CallbackSender() as sender:
+        outcome = await sender.send(
+            url, body, headers, allow_insecure_localhost=config.allow_insecure_callback_localhost
+        )
+    last = attempt >= CALLBACK_RETRY_SCHEDULE.maximum_attempts
+    final = not outcome.delivered and (not outcome.retryable or last)
+    retry_in = (
+        retry_delay_seconds(
+            attempt, config.callback_retry_initial_seconds, outcome.retry_after_seconds
+        )
+        if not outcome.delivered and not final
+        else None
+    )
+    return outcome, final, retry_in
 
 
 def retry_delay_seconds(attempt: int, initial_seconds: float, retry_after: float | None) -> float:
@@ -238,28 +260,9 @@ class DeliveryActivities:
         prepared = await self._deps.tx(self._prepare, params.run_id, now)
         if prepared is None:
             return DeliverCallbackResult(run_id=params.run_id, delivered=True, attempts=attempt)
-        headers = signed_headers(prepared.secrets[0], prepared.message_id, now, prepared.body)
-        # During a rotation grace period, a second signature with the previous secret
-        # (space-separated, as Standard Webhooks specifies).
-        for extra in prepared.secrets[1:]:
-            other = signed_headers(extra, prepared.message_id, now, prepared.body)
-            headers["webhook-signature"] += " " + other["webhook-signature"]
-        config = self._deps.config
-        async with CallbackSender() as sender:
-            outcome = await sender.send(
-                prepared.url,
-                prepared.body,
-                headers,
-                allow_insecure_localhost=config.allow_insecure_callback_localhost,
-            )
-        last = attempt >= CALLBACK_RETRY_SCHEDULE.maximum_attempts
-        final = not outcome.delivered and (not outcome.retryable or last)
-        retry_in = (
-            retry_delay_seconds(
-                attempt, config.callback_retry_initial_seconds, outcome.retry_after_seconds
-            )
-            if not outcome.delivered and not final
-            else None
+        headers = signed_headers_for_all(prepared.secrets, prepared.message_id, now, prepared.body)
+        outcome, final, retry_in = await send_attempt(
+            self._deps.config, attempt, prepared.url, prepared.body, headers
         )
         await self._deps.tx(
             self._record, params.run_id, attempt, prepared, outcome, retry_in, final

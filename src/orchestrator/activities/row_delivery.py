@@ -36,12 +36,12 @@ from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.activities.delivery import retry_delay_seconds
+from orchestrator.activities.delivery import send_attempt
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import row_deliveries as cursor_queries
 from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.queries.item_pages import READ_CHUNK, item_json
+from orchestrator.db.queries.item_pages import READ_CHUNK, item_json, read_rows
 from orchestrator.db.queries.row_deliveries import RowDelivery
 from orchestrator.delivery.row_batches import (
     BatchInfo,
@@ -49,7 +49,7 @@ from orchestrator.delivery.row_batches import (
     encode_lines,
     row_batch_message_id,
 )
-from orchestrator.delivery.sender import CALLBACK_RETRY_SCHEDULE, CallbackSender, DeliveryOutcome
+from orchestrator.delivery.sender import DeliveryOutcome
 from orchestrator.delivery.signing import signed_headers_for_all
 from orchestrator.delivery.url_guard import url_for_log
 from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK, BatchLimits, fits
@@ -78,7 +78,7 @@ def _planned_lines(
     size = 0
     position = cursor.next_index
     while position < cursor.rows_total:
-        chunk = cursor_queries.read_rows(
+        chunk = read_rows(
             conn,
             cursor.child_id,
             position,
@@ -127,7 +127,7 @@ class RowDeliveryActivities:
             cursor_queries.plan_batch(conn, child_id, cursor.next_seq, end)
         else:
             end = cursor.pending_end
-            rows = cursor_queries.read_rows(conn, child_id, cursor.next_index, end)
+            rows = read_rows(conn, child_id, cursor.next_index, end)
             lines = [item_json(r) for r in rows]
             indexes = [r.item_index for r in rows]
         info = BatchInfo(
@@ -236,22 +236,8 @@ class RowDeliveryActivities:
             return _result(prepared)
         headers = signed_headers_for_all(prepared.secrets, prepared.message_id, now, prepared.body)
         headers |= batch_headers(prepared.info)
-        config = self._deps.config
-        async with CallbackSender() as sender:
-            outcome = await sender.send(
-                prepared.url,
-                prepared.body,
-                headers,
-                allow_insecure_localhost=config.allow_insecure_callback_localhost,
-            )
-        last = attempt >= CALLBACK_RETRY_SCHEDULE.maximum_attempts
-        final = not outcome.delivered and (not outcome.retryable or last)
-        retry_in = (
-            retry_delay_seconds(
-                attempt, config.callback_retry_initial_seconds, outcome.retry_after_seconds
-            )
-            if not outcome.delivered and not final
-            else None
+        outcome, final, retry_in = await send_attempt(
+            self._deps.config, attempt, prepared.url, prepared.body, headers
         )
         cursor = await self._deps.tx(self._record, attempt, prepared, outcome, retry_in, final)
         if outcome.delivered:

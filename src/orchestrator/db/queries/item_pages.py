@@ -97,39 +97,47 @@ def stream_rows(
     engine: Engine, plan: ItemPagePlan, *, chunk: int = READ_CHUNK
 ) -> Iterator[ItemRow]:
     """The rows of ``plan`` in order, read ``chunk`` at a time (a connection per chunk)."""
-    i = scrape_items.c
     for part in plan.slices:
         end = part.start + part.count
         for low in range(part.start, end, chunk):
             high = min(low + chunk, end)
             with engine.connect() as conn:
-                rows = conn.execute(
-                    select(
-                        i.id,
-                        i.run_id,
-                        i.child_id,
-                        i.item_index,
-                        i.workspace_id,
-                        i.skill_run_id,
-                        i.conversation_id,
-                        i.actor,
-                        i.data,
-                    )
-                    .where(i.child_id == part.child_id, i.item_index >= low, i.item_index < high)
-                    .order_by(i.item_index)
-                ).all()
-            for row in rows:
-                yield ItemRow(
-                    id=row.id,
-                    run_id=row.run_id,
-                    child_id=row.child_id,
-                    item_index=row.item_index,
-                    workspace_id=row.workspace_id,
-                    skill_run_id=row.skill_run_id,
-                    conversation_id=row.conversation_id,
-                    actor=row.actor,
-                    data=row.data,
-                )
+                rows = read_rows(conn, part.child_id, low, high)
+            yield from rows
+
+
+def read_rows(conn: Connection, child_id: str, start: int, end: int) -> list[ItemRow]:
+    """The stored rows of ``child_id`` with ``start <= item index < end``, in order."""
+    i = scrape_items.c
+    found = conn.execute(
+        select(
+            i.id,
+            i.run_id,
+            i.child_id,
+            i.item_index,
+            i.workspace_id,
+            i.skill_run_id,
+            i.conversation_id,
+            i.actor,
+            i.data,
+        )
+        .where(i.child_id == child_id, i.item_index >= start, i.item_index < end)
+        .order_by(i.item_index)
+    ).all()
+    return [
+        ItemRow(
+            id=r.id,
+            run_id=r.run_id,
+            child_id=r.child_id,
+            item_index=r.item_index,
+            workspace_id=r.workspace_id,
+            skill_run_id=r.skill_run_id,
+            conversation_id=r.conversation_id,
+            actor=r.actor,
+            data=r.data,
+        )
+        for r in found
+    ]
 
 
 def item_json(row: ItemRow) -> str:

@@ -22,8 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, select, update
 
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
-from orchestrator.db.queries.item_pages import ItemRow
-from orchestrator.db.schema import row_deliveries, scrape_items
+from orchestrator.db.schema import row_deliveries
 from orchestrator.domain.row_push import PUSH_DONE, PUSH_FAILED, PUSH_SENDING
 
 
@@ -146,37 +145,3 @@ def deliveries_of_run(conn: Connection, run_id: str) -> dict[str, RowDelivery]:
     """Every child's cursor of a request, by child id (children never pushed are absent)."""
     rows = conn.execute(select(row_deliveries).where(row_deliveries.c.run_id == run_id))
     return {r.child_id: _record(r) for r in rows}
-
-
-def read_rows(conn: Connection, child_id: str, start: int, end: int) -> list[ItemRow]:
-    """The stored rows of ``child_id`` with ``start <= item index < end``, in order."""
-    i = scrape_items.c
-    rows = conn.execute(
-        select(
-            i.id,
-            i.run_id,
-            i.child_id,
-            i.item_index,
-            i.workspace_id,
-            i.skill_run_id,
-            i.conversation_id,
-            i.actor,
-            i.data,
-        )
-        .where(i.child_id == child_id, i.item_index >= start, i.item_index < end)
-        .order_by(i.item_index)
-    ).all()
-    return [
-        ItemRow(
-            id=r.id,
-            run_id=r.run_id,
-            child_id=r.child_id,
-            item_index=r.item_index,
-            workspace_id=r.workspace_id,
-            skill_run_id=r.skill_run_id,
-            conversation_id=r.conversation_id,
-            actor=r.actor,
-            data=r.data,
-        )
-        for r in rows
-    ]
