@@ -3,6 +3,8 @@ the reasons it gives, and the errors that name the need that cannot be met."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from orchestrator.domain.errors import ValidationFailed
@@ -139,26 +141,8 @@ def test_limits_cap_the_rows_and_a_budget_below_the_estimate_is_noted() -> None:
 
 
 def test_planning_is_deterministic_and_ties_go_to_priority_then_name() -> None:
-    twin = PlannableActor(
-        name="a-leads",
-        capabilities=("leads",),
-        inputs=LEADGEN.inputs,
-        rows=LEADGEN.rows,
-        row_event="lead",
-        pricing=PPE,
-        memory_mb=1024,
-        priority=0,
-    )
-    favoured = PlannableActor(
-        name="z-leads",
-        capabilities=("leads",),
-        inputs=LEADGEN.inputs,
-        rows=LEADGEN.rows,
-        row_event="lead",
-        pricing=PPE,
-        memory_mb=1024,
-        priority=5,
-    )
+    twin = dataclasses.replace(LEADGEN, name="a-leads")
+    favoured = dataclasses.replace(LEADGEN, name="z-leads", priority=5)
     request = BriefRequest(needs=("leads",), brief=BRIEF, icp={})
     first = CatalogPlanner().plan(request, (twin, favoured))
     again = CatalogPlanner().plan(request, (favoured, twin))
