@@ -8,10 +8,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: dev test lint typecheck unit bench bench-quick clean
 
+# The browser tests (tests/browser) drive Debian's chromium through Playwright; Playwright's own
+# browser download (`playwright install`) is never used.
+CHROMIUM ?= /usr/bin/chromium
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	test -x $(CHROMIUM) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+		|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	touch $(STAMP)
 
 dev: $(STAMP)

@@ -7,13 +7,14 @@ requests accepted, schema-violating ones refused; 405s with a complete ``Allow``
 
 A few rules no schema can state are taught to the generator instead of excused from the
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
-request, a callback URL must name a public host, a webhook carries its child's token, a
-budget leaves every run a share of at least its actor's minimum charge (as does a run's own
-``maxTotalChargeUsd``), a run's input satisfies its actor's catalog schema, a catalog entry's
-``inputSchema`` is a valid JSON Schema and its defaults stay under its caps, and a chained
-run takes its input from an earlier run. Positive cases get such values (``before_call``);
-negative cases are left alone, except that catalog edits go to actors of their own (the
-runs keep the catalog the document was generated from).
+request, a callback URL must name a public host (and rows pushed to the callback need
+one), a webhook carries its child's token, a budget leaves every run a share of at least
+its actor's minimum charge (as does a run's own ``maxTotalChargeUsd``), a run's input
+satisfies its actor's catalog schema, a catalog entry's ``inputSchema`` is a valid JSON
+Schema and its defaults stay under its caps, and a chained run takes its input from an
+earlier run. Positive cases get such values (``before_call``); negative cases are left
+alone, except that catalog edits go to actors of their own (the runs keep the catalog the
+document was generated from).
 
 The run goes through schemathesis's engine, the one its CLI drives (same phases, same
 checks), rather than its pytest plugin, whose lazy ``from_fixture`` schemas fail on pytest
@@ -306,6 +307,11 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     body = case.body
     if case.path in ("/runs", "/plans") and isinstance(body, dict):
         _one_way_to_run(body, planning=case.path == "/plans")
+    deliver = body.get("deliver") if isinstance(body, dict) else None
+    if isinstance(deliver, dict) and deliver.get("rows") == "callback":
+        # Rows pushed to the callback need a callback URL to push them to.
+        assert isinstance(body, dict)
+        body["callbackWebhook"] = body.get("callbackWebhook") or "https://hooks.example.com/rows"
     callback = body.get("callbackWebhook") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(callback, str):
         body["callbackWebhook"] = _public_callback(callback)

@@ -1,6 +1,7 @@
 """The specification's own request (DESIGN.md, "The request, as specified"), placeholders
 filled in, end to end: it must succeed with rows from both actors and a signed callback.
-The examples a user copies (examples/demo.json, the README, the dashboard) use its shape."""
+The examples a user copies (examples/demo.json and examples/brief.json, the README, the
+dashboard) use its shape."""
 
 from __future__ import annotations
 
@@ -109,12 +110,27 @@ def test_the_examples_a_user_copies_use_the_specifications_shape() -> None:
     assert leadgen["actor"] == "ultron-leadgen"
     assert isinstance(leadgen["input"]["brief"], dict) and isinstance(leadgen["input"]["icp"], dict)
 
-    # The dashboard's demo and the README's curl body are the same request as demo.json.
-    script = (ROOT / "src/orchestrator/dashboard/static/app.js").read_text()
-    assert _json_after(script, "const DEMO_RUNS = ", ";\n") == demo["runs"]
+    # The README's curl body is the same request as demo.json.
     readme = (ROOT / "README.md").read_text()
     curl = re.search(
         r"curl -s -X POST http://127\.0\.0\.1:8000/runs .*?-d '(\{.*?\})'", readme, re.S
     )
     assert curl is not None
     assert json.loads(curl.group(1)) == demo
+
+
+def test_the_demo_brief_is_the_dashboards_and_the_readmes() -> None:
+    brief = json.loads((ROOT / "examples" / "brief.json").read_text())
+    assert brief["needs"] == ["leads", "web-traffic"]
+    assert isinstance(brief["brief"], dict) and isinstance(brief["icp"], dict)
+    # The dashboard's demo button submits this very brief (its workspace field aside).
+    script = (ROOT / "src/orchestrator/dashboard/static/app.js").read_text()
+    assert _json_after(script, "const DEMO_BRIEF = ", ";\n") == brief
+    # The README's walk-through plans the same brief with curl before running it.
+    readme = (ROOT / "README.md").read_text()
+    curl = re.search(
+        r"curl -s -X POST http://127\.0\.0\.1:8000/plans .*?-d '(\{.*?\})'", readme, re.S
+    )
+    assert curl is not None
+    assert json.loads(curl.group(1)) == brief
+    assert "orchestrator submit examples/brief.json --watch" in readme

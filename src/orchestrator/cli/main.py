@@ -162,8 +162,12 @@ def _usd(amount: float | None, settled: bool) -> str:
 
 
 def _caption(run: dict[str, Any]) -> str:
-    """Total cost, the budget if any, and why the request was stopped if it was."""
+    """Total cost (next to the plan's estimate for a planned request), the budget if any,
+    and why the request was stopped if it was."""
     caption = f"total cost {_usd(run.get('usageTotalUsd', 0.0), run.get('usageSettled', False))}"
+    plan = run.get("plan")
+    if plan is not None:
+        caption += f" (plan estimate ${plan['estimatedCostUsd']:.4f})"
     if run.get("budgetUsd") is not None:
         caption += f" of a ${run['budgetUsd']:.4f} budget"
     if run.get("stopMessage"):
@@ -171,14 +175,34 @@ def _caption(run: dict[str, Any]) -> str:
     return caption
 
 
+def _fed_by(child: dict[str, Any]) -> str:
+    """Where a chained run's input comes from, and how many values it got once built:
+    ``domains ← #0.domain (23)``; empty for a run with a static input."""
+    built = child.get("inputBuilt") or {}
+    parts = []
+    for name, source in (child.get("inputFrom") or {}).items():
+        count = f" ({built[name]})" if name in built else ""
+        parts.append(f"{name} ← #{source['run']}.{source['field']}{count}")
+    return ", ".join(parts)
+
+
 def _table(run: dict[str, Any]) -> Table:
-    table = Table(title=f"{run['id']} — {run['state']}", caption=_caption(run), expand=False)
-    for column in ("#", "actor", "state", "platform", "items", "cost", "message"):
+    title = f"{run['id']} — {run['state']}"
+    plan = run.get("plan")
+    steps = {step["index"]: step for step in plan["steps"]} if plan else {}
+    if plan is not None:
+        title += f" — planned for {', '.join(plan['needs'])}"
+    table = Table(title=title, caption=_caption(run), expand=False)
+    columns = ["#", "need", "actor", "input from", "state", "platform", "items", "cost", "message"]
+    for column in columns:
         table.add_column(column, justify="right" if column == "cost" else "left")
     for child in run["children"]:
+        step = steps.get(child["index"])
         table.add_row(
             str(child["index"]),
+            step["need"] if step else "",
             child["actor"],
+            _fed_by(child),
             child["state"],
             child["platformStatus"] or "",
             str(child["itemsIngested"]),

@@ -4,24 +4,22 @@
 
 const KEY_STORAGE = "orchestrator.apiKey";
 const REFRESH_MS = 1000;
-// The request of examples/demo.json, in the specification's shape (brief and icp are
-// objects). Written as JSON so a test can check that the two stay the same.
-const DEMO_RUNS = [
-  {
-    "actor": "ultron-leadgen",
-    "input": {
-      "brief": { "product": "B2B payroll software for mid-size companies", "targetCount": 25 },
-      "icp": {
-        "industries": ["Manufacturing", "Logistics", "Retail"],
-        "titles": ["HR Director", "Head of People", "CFO"],
-        "regions": ["Europe"],
-        "companySize": "200-1000"
-      }
-    },
-    "options": { "memoryMb": 1024, "timeoutSec": 1800 }
+// The brief of examples/brief.json: leads for an ideal customer profile, then web traffic
+// for those leads' domains. The orchestrator plans it (POST /runs with needs and brief) and
+// runs the plan's steps as a chain. Written as JSON so a test can check that the two stay
+// the same; the workspace field of the page replaces workspaceId.
+const DEMO_BRIEF = {
+  "workspaceId": "ws_demo",
+  "needs": ["leads", "web-traffic"],
+  "brief": { "product": "B2B payroll software for mid-size companies", "targetCount": 25 },
+  "icp": {
+    "industries": ["Manufacturing", "Logistics", "Retail"],
+    "titles": ["HR Director", "Head of People", "CFO"],
+    "regions": ["Europe"],
+    "companySize": "200-1000"
   },
-  { "actor": "ultron-similarweb-bulk", "input": { "domains": ["example.com", "example.org", "example.net"] } }
-];
+  "budgetUsd": 1
+};
 
 let selectedRun = null;
 
@@ -44,7 +42,10 @@ async function api(method, path, body) {
   const payload = await response.json().catch(() => ({}));
   if (!response.ok) {
     const detail = payload.detail || payload.title || response.statusText;
-    throw new Error(response.status + ": " + detail);
+    if (response.status === 401) {
+      throw new Error("The API key was refused (401: " + detail + "). Paste a valid key.");
+    }
+    throw new Error(response.status + ": " + detail + (payload.field ? " (" + payload.field + ")" : ""));
   }
   return payload;
 }
@@ -57,10 +58,57 @@ function cell(row, text, className) {
   return td;
 }
 
-function fill(tbody, rows, render) {
+function usd(amount) {
+  return amount === null || amount === undefined ? "" : "$" + Number(amount).toFixed(4);
+}
+
+// Where a chained run's input comes from, and how many values it got once built:
+// "domains ← #0.domain (23)"; empty for a run with a static input.
+function fedBy(inputFrom, inputBuilt) {
+  const built = inputBuilt || {};
+  return Object.entries(inputFrom || {})
+    .map(([name, source]) =>
+      name + " ← #" + source.run + "." + source.field + (name in built ? " (" + built[name] + ")" : ""))
+    .join(", ");
+}
+
+function inputSummary(step) {
+  const fixed = Object.keys(step.input || {});
+  const chained = fedBy(step.inputFrom, null);
+  return [fixed.length ? "brief: " + fixed.join(", ") : "", chained].filter(Boolean).join("; ");
+}
+
+function showPlan(run) {
+  const section = document.getElementById("plan-section");
+  const plan = run.plan;
+  section.hidden = !plan;
+  if (!plan) return;
+  document.getElementById("plan-summary").textContent =
+    "planned for " + plan.needs.join(", ") + " · " + plan.steps.length + " step(s) · " +
+    plan.expectedRows + " row(s) expected · estimated " + usd(plan.estimatedCostUsd) +
+    (plan.budgetUsd !== null && plan.budgetUsd !== undefined ? " of a " + usd(plan.budgetUsd) + " budget" : "") +
+    " · spent " + usd(run.usageTotalUsd) + (run.usageSettled ? "" : " so far");
+  fill(document.querySelector("#plan tbody"), plan.steps, (tr, step) => {
+    const child = run.children[step.index];
+    tr.dataset.step = String(step.index);
+    cell(tr, step.index);
+    cell(tr, step.need);
+    cell(tr, step.actor);
+    cell(tr, inputSummary(step));
+    cell(tr, step.why);
+    cell(tr, usd(step.estimatedCostUsd), "cost");
+    const state = child ? child.state : "";
+    cell(tr, state, "state state-" + state);
+  });
+  fill(document.getElementById("plan-notes"), plan.notes, (li, note) => {
+    li.textContent = note;
+  }, "li");
+}
+
+function fill(tbody, rows, render, tag) {
   tbody.replaceChildren();
   for (const item of rows) {
-    const tr = document.createElement("tr");
+    const tr = document.createElement(tag || "tr");
     render(tr, item);
     tbody.appendChild(tr);
   }
@@ -88,12 +136,16 @@ async function refreshRun() {
   const summary = document.getElementById("run-summary");
   summary.textContent =
     run.state + (run.terminal ? " (finished)" : "") + " · " + run.itemsTotal + " item(s) · " +
-    run.counts.succeeded + "/" + run.counts.total + " actor run(s) succeeded";
+    run.counts.succeeded + "/" + run.counts.total + " actor run(s) succeeded" +
+    (run.counts.skipped ? ", " + run.counts.skipped + " skipped" : "");
   summary.className = "state state-" + run.state;
   document.getElementById("abort").disabled = run.terminal;
+  showPlan(run);
   fill(document.querySelector("#children tbody"), run.children, (tr, child) => {
+    tr.dataset.child = String(child.index);
     cell(tr, child.index);
     cell(tr, child.actor);
+    cell(tr, fedBy(child.inputFrom, child.inputBuilt), "input-from");
     cell(tr, child.state, "state state-" + child.state);
     cell(tr, child.platformStatus);
     cell(tr, child.itemsIngested);
@@ -101,7 +153,7 @@ async function refreshRun() {
   });
   const items = await api("GET", "/runs/" + id + "/items?limit=20");
   document.getElementById("items").textContent = items.items
-    .map((item) => JSON.stringify(item.data))
+    .map((item) => item.actor + "  " + JSON.stringify(item.data))
     .join("\n");
   const events = await api("GET", "/runs/" + id + "/events?limit=1000");
   fill(document.querySelector("#events tbody"), events.events.slice(-30).reverse(), (tr, e) => {
@@ -118,8 +170,8 @@ function selectRun(id) {
 
 async function submitDemo() {
   const workspaceId = document.getElementById("demo-workspace").value.trim();
-  const accepted = await api("POST", "/runs", { workspaceId, runs: DEMO_RUNS });
-  say("accepted " + accepted.runId);
+  const accepted = await api("POST", "/runs", { ...DEMO_BRIEF, workspaceId });
+  say("accepted " + accepted.runId + ": planned, running its steps");
   selectRun(accepted.runId);
   await refreshRuns();
 }
