@@ -208,10 +208,6 @@ def _one_way_to_run(body: dict[str, Any], *, planning: bool) -> None:
     if planning:
         body.update(_PLANNABLE_BRIEF)
         return
-    deliver = body.get("deliver")
-    if isinstance(deliver, dict) and deliver.get("rows") == "callback":
-        # Rows pushed to the callback need a callback URL.
-        body["callbackWebhook"] = body.get("callbackWebhook") or "https://hooks.example.com/cb"
     if body.get("runs") is not None:
         for name in _PLAN_FIELDS:
             body.pop(name, None)
