@@ -173,6 +173,20 @@ def _valid_inputs(contract: ContractApp, runs: list[Any]) -> None:
 
 def _valid_entry(body: dict[str, Any]) -> None:
     """A catalog entry whose schema is a schema and whose defaults are under its caps."""
+    # Names that must not repeat (a rule JSON Schema cannot state for a list of objects).
+    fields = body.get("outputFields")
+    if isinstance(fields, list):
+        seen: set[Any] = set()
+        unique = []
+        for item in fields:
+            name = item.get("name") if isinstance(item, dict) else None
+            if name not in seen:
+                seen.add(name)
+                unique.append(item)
+        body["outputFields"] = unique
+    capabilities = body.get("capabilities")
+    if isinstance(capabilities, list):
+        body["capabilities"] = list(dict.fromkeys(capabilities))
     schema = body.get("inputSchema")
     if isinstance(schema, dict) and schema_error(schema) is not None:
         body["inputSchema"] = {}
