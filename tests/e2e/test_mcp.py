@@ -12,7 +12,7 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import httpx2
@@ -55,7 +55,7 @@ async def mcp_session(stack: DevStack, key: str) -> AsyncIterator[ClientSession]
 def ok(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert result.structured_content is not None
-    return result.structured_content
+    return cast(dict[str, Any], result.structured_content)
 
 
 def problem(result: CallToolResult) -> dict[str, Any]:
@@ -65,15 +65,15 @@ def problem(result: CallToolResult) -> dict[str, Any]:
     text = result.content[0]
     assert getattr(text, "text", None) is not None
     assert json.loads(text.text) == result.structured_content  # type: ignore[union-attr]
-    return result.structured_content
+    return cast(dict[str, Any], result.structured_content)
 
 
 async def wait_until_ended(session: ClientSession, run_id: str) -> tuple[dict[str, Any], int]:
     """get_run with the longest wait until the run ends; the run and the progress count."""
-    progress: list[float] = []
+    reports: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append(progress)
 
     for _ in range(8):  # bounded: 8 waits of 45 s
         status = ok(
@@ -84,7 +84,7 @@ async def wait_until_ended(session: ClientSession, run_id: str) -> tuple[dict[st
             )
         )
         if status["run"]["terminal"]:
-            return status["run"], len(progress)
+            return status["run"], len(reports)
     raise AssertionError(f"run {run_id} did not end")
 
 

@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.auth.provider import TokenVerifier
@@ -52,6 +52,7 @@ from orchestrator.service.reads import read_run, visible_run
 from orchestrator.service.submission import SubmissionPolicy, submit
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The longest ``get_run`` waits for the run to end (a tool call must stay short).
 MAX_WAIT_SECS = 45
@@ -151,6 +152,30 @@ class OrchestratorMCP(MCPServer[Any]):
             raise
 
 
+#: Shielded calls still running after their tool call was cancelled (kept referenced).
+_UNCANCELLED: set[asyncio.Future[Any]] = set()
+
+
+def _settle(task: asyncio.Future[Any]) -> None:
+    _UNCANCELLED.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a cancelled tool call's work failed afterwards: %s", task.exception())
+
+
+async def run_to_the_end(work: Awaitable[T]) -> T:
+    """Await ``work`` in a task of its own, which a cancelled tool call does not cancel.
+
+    For the writes a call starts: a submit that has stored its request still starts the
+    workflow (or rolls the request back, as on the HTTP path), an abort still cancels it.
+    Shielded this way (not only by an anyio scope) so that a native asyncio cancellation
+    of the serving task is covered too.
+    """
+    task = asyncio.ensure_future(work)
+    _UNCANCELLED.add(task)
+    task.add_done_callback(_settle)
+    return await asyncio.shield(task)
+
+
 async def _guard(work: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
     """Run a tool's body: its model as the result, a domain error as a problem."""
     try:
@@ -236,10 +261,10 @@ def build_server(
         async def work() -> SubmitResult:
             principal = await caller()
             app = state()
-            # Shielded: once the request is being stored, a cancelled call still starts its
-            # workflow (or rolls the request back), so nothing is left half-created.
-            with anyio.CancelScope(shield=True):
-                submission = await submit(
+            # A cancelled call still finishes the submit (the workflow starts, or the stored
+            # request is rolled back), so nothing is left half-created.
+            submission = await run_to_the_end(
+                submit(
                     app.engine,
                     app.temporal,
                     app.settings.task_queue,
@@ -248,6 +273,7 @@ def build_server(
                     policy=SubmissionPolicy.from_settings(app.settings),
                     idempotency_key=idempotencyKey,
                 )
+            )
             run = submission.run
             return SubmitResult(
                 run_id=run.id,
@@ -362,10 +388,9 @@ def build_server(
         async def work() -> AbortResponse:
             principal = await caller()
             app = state()
-            with anyio.CancelScope(shield=True):
-                outcome = await abort_request(
-                    app.engine, app.temporal, runId, workspace_id=principal.workspace_id
-                )
+            outcome = await run_to_the_end(
+                abort_request(app.engine, app.temporal, runId, workspace_id=principal.workspace_id)
+            )
             run = outcome.run
             if not outcome.accepted:
                 return AbortResponse(
