@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -18,6 +19,7 @@ import httpx
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
@@ -197,3 +199,25 @@ def test_mcp_needs_a_valid_key(stack: DevStack) -> None:
     assert missing.status_code == 401
     assert wrong.status_code == 401
     assert "Bearer" in wrong.headers["WWW-Authenticate"]
+
+
+async def test_orchestrator_mcp_serves_the_same_tools_over_stdio(stack: DevStack) -> None:
+    (key,) = workspace_keys(stack, 1)
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "orchestrator", "mcp"],
+        env={**stack.env, "ORCHESTRATOR_API_KEY": key},
+    )
+    async with (
+        stdio_client(command) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        catalog = ok(await session.call_tool("list_actors", {}))
+        assert "ultron-generator" in {actor["name"] for actor in catalog["actors"]}
+        run = {"actor": "ultron-generator", "input": {"items": 3, "durationSecs": 1}}
+        run_id = ok(await session.call_tool("submit", {"request": {"runs": [run]}}))["runId"]
+        ended, _ = await wait_until_ended(session, run_id)
+        assert (ended["state"], ended["itemsTotal"]) == ("succeeded", 3)
+        page = ok(await session.call_tool("get_items", {"runId": run_id}))
+        assert (page["returned"], page["nextCursor"]) == (3, None)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -167,8 +168,8 @@ async def run_to_the_end(work: Awaitable[T]) -> T:
 
     For the writes a call starts: a submit that has stored its request still starts the
     workflow (or rolls the request back, as on the HTTP path), an abort still cancels it.
-    Shielded this way (not only by an anyio scope) so that a native asyncio cancellation
-    of the serving task is covered too.
+    ``asyncio.shield`` rather than an anyio shielded scope, which does not stop a native
+    asyncio cancellation of the serving task (the in-process transport's, say).
     """
     task = asyncio.ensure_future(work)
     _UNCANCELLED.add(task)
@@ -196,6 +197,20 @@ def _next_for(run: RunView) -> str:
     )
 
 
+@contextmanager
+def _logging_left_alone() -> Iterator[None]:
+    """The SDK's constructor calls ``logging.basicConfig`` (a rich handler on the root logger
+    of a process that has none yet); our processes configure their own logging
+    (``cli.main._logging``), so the root logger is put back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def build_server(
     state: StateSource,
     caller: CallerSource,
@@ -205,14 +220,15 @@ def build_server(
 ) -> OrchestratorMCP:
     """The tool server. ``state`` gives the engine, Temporal client and settings once the
     process has them; ``caller`` resolves the key of the call being served."""
-    server = OrchestratorMCP(
-        name="scraper-orchestrator",
-        title="Scraper orchestrator",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        token_verifier=token_verifier,
-        auth=auth,
-    )
+    with _logging_left_alone():
+        server = OrchestratorMCP(
+            name="scraper-orchestrator",
+            title="Scraper orchestrator",
+            instructions=INSTRUCTIONS,
+            version=__version__,
+            token_verifier=token_verifier,
+            auth=auth,
+        )
 
     @server.tool(
         name="list_actors",
