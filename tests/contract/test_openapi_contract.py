@@ -183,11 +183,43 @@ def _valid_entry(body: dict[str, Any]) -> None:
                 defaults[name] = cap
     # A pricing record whose fields belong to another model, or whose minimum charge is
     # above the entry's own limits, is refused: such cases get a free actor's record.
-    if "pricing" in body:
+    # The same for a planning section whose sources mix their kinds (from, or need+field).
+    for name, fallback in (("pricing", {"pricingModel": "FREE"}), ("planning", None)):
+        if name not in body:
+            continue
         try:
             ActorEntry.model_validate(body)
         except ValidationError:
-            body["pricing"] = {"pricingModel": "FREE"}
+            if fallback is None:
+                body.pop(name)
+            else:
+                body[name] = fallback
+
+
+# One free step (the generator): no minimum charge, so any budget of a share or more fits.
+_PLANNABLE_BRIEF = {"needs": ["synthetic-rows"], "brief": {"targetCount": 5}}
+_PLAN_FIELDS = ("planId", "needs", "brief", "icp", "limits")
+
+
+def _one_way_to_run(body: dict[str, Any], *, planning: bool) -> None:
+    """A request names one way to say what to run (runs, a plan id, or needs with a
+    brief), and needs the catalog can meet (rules the schema cannot state)."""
+    if planning:
+        body.update(_PLANNABLE_BRIEF)
+        return
+    if body.get("runs") is not None:
+        for name in _PLAN_FIELDS:
+            body.pop(name, None)
+    elif body.get("planId") is not None:
+        for name in _PLAN_FIELDS[1:]:
+            body.pop(name, None)
+    else:
+        body.pop("planId", None)
+        body.pop("runs", None)
+        body.update(_PLANNABLE_BRIEF)
+        budget = body.get("budgetUsd")
+        if isinstance(budget, float | int):
+            body["budgetUsd"] = max(budget, float(QUANTUM_USD))
 
 
 def _forward_period(query: dict[str, Any]) -> None:
@@ -268,6 +300,8 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     if isinstance(cursor, str) and cursor and not case.path.endswith("/events"):
         query["cursor"] = _real_cursor(case.path, cursor)
     body = case.body
+    if case.path in ("/runs", "/plans") and isinstance(body, dict):
+        _one_way_to_run(body, planning=case.path == "/plans")
     callback = body.get("callbackWebhook") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(callback, str):
         body["callbackWebhook"] = _public_callback(callback)
@@ -283,7 +317,7 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
             case.headers.pop("If-Match", None)
         if isinstance(body, dict):
             _valid_entry(body)
-    if contract.as_admin and case.path == "/runs" and isinstance(body, dict):
+    if contract.as_admin and case.path in ("/runs", "/plans") and isinstance(body, dict):
         # An admin key names the workspace it submits for (the schema cannot say "required
         # for some keys"); a workspace key never needs to.
         body["workspaceId"] = body.get("workspaceId") or WORKSPACE

@@ -37,11 +37,11 @@ async def submit(h: Harness, body: SubmitRequest) -> str:
     return record.id
 
 
-async def result_of(h: Harness, run_id: str) -> OrchestratorResult:
+async def result_of(h: Harness, run_id: str, timeout: float = 60) -> OrchestratorResult:
     handle = h.env.client.get_workflow_handle(
         orchestrator_workflow_id(run_id), result_type=OrchestratorResult
     )
-    return await asyncio.wait_for(handle.result(), timeout=60)
+    return await asyncio.wait_for(handle.result(), timeout=timeout)
 
 
 async def run_to_end(h: Harness, body: SubmitRequest) -> tuple[str, OrchestratorResult]:

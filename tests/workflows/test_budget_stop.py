@@ -168,7 +168,9 @@ async def test_a_worker_lost_during_the_budget_abort_leaves_nothing_running_or_d
     # takes over the same task queue.
     platform.abort_run = abort  # type: ignore[method-assign]
     async with make_harness(own_engine, task_queue=task_queue, platform=platform) as second:
-        result = await result_of(second, run_id)
+        # Retries of the unconfirmed aborts back off (ABORT_RETRY) before the new worker
+        # gets them: on a loaded machine that can take a while.
+        result = await result_of(second, run_id, timeout=240)
         assert result.state == RunState.ABORTED
         assert all(r.aborted for r in platform.runs.values())
         assert len(platform.runs) == 2, "a platform run was started twice"

@@ -46,6 +46,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "run-mismatch": 409,
     "budget-exhausted": 402,
     "precondition-failed": 412,
+    "plan-outdated": 409,
 }
 _BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="orchestrator"'}
 

@@ -31,6 +31,7 @@ from orchestrator.service.errors import (
     InputTooLarge,
     InvalidIdempotencyKey,
     PayloadTooLarge,
+    PlanOutdated,
     PreconditionFailed,
     TooManyRuns,
     Unauthorized,
@@ -80,6 +81,7 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         ),
         **_UNAUTHORIZED,
         402: (WorkspaceBudgetExhausted.code,),
+        409: (PlanOutdated.code,),
         **_NOT_FOUND,
         **_TOO_LARGE,
         422: (
@@ -119,6 +121,14 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         **_INVALID,
     },
     ("delete", "/workspaces/{workspace_id}/budget"): {**_ADMIN, **_NOT_FOUND, **_TOO_LARGE},
+    ("post", "/plans"): {
+        **_UNDECODABLE,
+        **_UNAUTHORIZED,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        422: (ValidationFailed.code, WorkspaceRequired.code),
+    },
+    ("get", "/plans/{plan_id}"): {**_UNAUTHORIZED, **_NOT_FOUND},
     ("get", "/actors"): _UNAUTHORIZED,
     ("get", "/actors/{name}"): {**_UNAUTHORIZED, **_NOT_FOUND},
     ("put", "/admin/actors/{name}"): {

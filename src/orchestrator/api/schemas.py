@@ -12,13 +12,14 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from orchestrator.db.queries.registry import ActorEntry
 from orchestrator.domain import run_options as rules
 from orchestrator.domain.chaining import StepSource
 from orchestrator.service.commands import ActorRun, SubmitRequest
+from orchestrator.service.planning import PlanCommand
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
 
@@ -152,6 +153,101 @@ class DeliverOptions(ApiModel):
     )
 
 
+#: A capability name (``leads``, ``web-traffic``), as the catalog spells them.
+NEED_PATTERN = r"^[a-z][a-z0-9-]*$"
+PLAN_ID_PATTERN = r"^plan_[0-9a-z]{20}$"
+
+
+class PlanLimits(ApiModel):
+    max_items_per_step: int | None = Field(
+        default=None, ge=1, description="Each step's `maxItems`: at most this many rows."
+    )
+
+
+_Needs = list[Annotated[str, Field(pattern=NEED_PATTERN, max_length=64)]]
+_NEEDS_DOC = 'The capabilities wanted, e.g. `["leads", "web-traffic"]` (`GET /actors` lists them).'
+_BRIEF_DOC = "The specification's brief object (what is wanted, e.g. `targetCount`)."
+_ICP_DOC = "The ideal customer profile (industries, titles, regions, company size)."
+
+
+def _limits(limits: PlanLimits | None) -> dict[str, Any]:
+    return limits.model_dump(by_alias=True, exclude_none=True) if limits else {}
+
+
+class PlanRequest(ApiModel):
+    workspace_id: str | None = Field(
+        default=None, pattern=ID_PATTERN, description="Required with an admin key."
+    )
+    needs: _Needs = Field(min_length=1, max_length=10, description=_NEEDS_DOC)
+    brief: dict[str, Any] = Field(description=_BRIEF_DOC)
+    icp: dict[str, Any] = Field(default_factory=dict, description=_ICP_DOC)
+    limits: PlanLimits | None = None
+    budget_usd: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="The budget the plan must fit."
+    )
+
+    def to_command(self) -> PlanCommand:
+        return PlanCommand(
+            needs=tuple(self.needs),
+            brief=self.brief,
+            icp=self.icp,
+            limits=_limits(self.limits),
+            budget_usd=self.budget_usd,
+            workspace_id=self.workspace_id,
+        )
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "workspaceId": "ws_demo",
+                    "needs": ["leads", "web-traffic"],
+                    "brief": {"product": "B2B payroll software", "targetCount": 25},
+                    "icp": {"titles": ["HR Director"], "regions": ["Europe"]},
+                    "budgetUsd": 2,
+                }
+            ]
+        },
+    )
+
+
+class PlanStepView(ApiModel):
+    index: int
+    need: str
+    actor: str
+    input: dict[str, Any]
+    input_from: dict[str, InputSource] = Field(
+        description="Input fields taken from an earlier step's rows."
+    )
+    depends_on: list[int]
+    expected_rows: int
+    estimated_cost_usd: float
+    minimum_charge_usd: float
+    why: str = Field(description="Why this actor was chosen for the need.")
+    rejected: list[str] = Field(description="The other candidates, and why not them.")
+
+
+class PlanView(ApiModel):
+    plan_id: str
+    workspace_id: str
+    catalog_version: int = Field(description="The catalog version it was planned against.")
+    created_at: datetime
+    strategy: str
+    needs: list[str]
+    expected_rows: int
+    estimated_cost_usd: float = Field(
+        description="What the steps should be charged for the expected rows (platform usage "
+        "of free actors is not included; see `notes`)."
+    )
+    minimum_charge_usd: float
+    budget_usd: float | None
+    notes: list[str]
+    steps: list[PlanStepView]
+
+
 class CreateRunRequest(ApiModel):
     workspace_id: str | None = Field(
         default=None,
@@ -170,9 +266,19 @@ class CreateRunRequest(ApiModel):
         "when the request ends. No credentials, no private/loopback/link-local addresses; "
         "redirects are not followed.",
     )
-    runs: list[ActorRunRequest] = Field(
-        min_length=1, description="The actor runs (at most `maxRunsPerRequest`)."
+    runs: list[ActorRunRequest] | None = Field(
+        default=None,
+        min_length=1,
+        description="The actor runs (at most `maxRunsPerRequest`). Or give `planId` (a plan "
+        "from `POST /plans`), or `brief` with `needs` (planned now).",
     )
+    plan_id: str | None = Field(
+        default=None, pattern=PLAN_ID_PATTERN, description="Run a plan from `POST /plans`."
+    )
+    needs: _Needs | None = Field(default=None, min_length=1, max_length=10, description=_NEEDS_DOC)
+    brief: dict[str, Any] | None = Field(default=None, description=_BRIEF_DOC)
+    icp: dict[str, Any] | None = Field(default=None, description=_ICP_DOC)
+    limits: PlanLimits | None = None
     keep_partial_rows: StrictBool = Field(
         default=True,
         description="Keep the rows of actor runs that fail, time out or are aborted: their "
@@ -192,9 +298,31 @@ class CreateRunRequest(ApiModel):
         default=None, description="How the rows reach the caller besides `GET /runs/{id}/items`."
     )
 
+    @model_validator(mode="after")
+    def _one_way_to_say_what_to_run(self) -> CreateRunRequest:
+        ways = [self.runs is not None, self.plan_id is not None, self.needs is not None]
+        if sum(ways) != 1:
+            raise ValueError("give exactly one of `runs`, `planId`, or `needs` with `brief`")
+        if (self.needs is not None) != (self.brief is not None):
+            raise ValueError("`needs` and `brief` go together")
+        if self.runs is not None and (self.icp is not None or self.limits is not None):
+            raise ValueError("`icp` and `limits` go with `needs` and `brief`")
+        return self
+
+    def plan_command(self) -> PlanCommand:
+        """The brief to plan (``needs`` and ``brief`` given)."""
+        return PlanCommand(
+            needs=tuple(self.needs or ()),
+            brief=self.brief or {},
+            icp=self.icp or {},
+            limits=_limits(self.limits),
+            budget_usd=self.budget_usd,
+            workspace_id=self.workspace_id,
+        )
+
     def to_command(self) -> SubmitRequest:
         return SubmitRequest(
-            runs=tuple(r.to_run() for r in self.runs),
+            runs=tuple(r.to_run() for r in self.runs or ()),
             workspace_id=self.workspace_id,
             conversation_id=self.conversation_id,
             skill_id=self.skill_id,
@@ -362,6 +490,11 @@ class RunView(ApiModel):
     )
     children: list[ChildView]
     keep_partial_rows: bool = True
+    plan_id: str | None = Field(default=None, description="The plan the request was made from.")
+    plan: PlanView | None = Field(
+        default=None,
+        description="That plan: its steps are the children, in order (step N is child N).",
+    )
     catalog_version: int | None = Field(
         default=None,
         description="The actor catalog version the request's inputs were validated against "

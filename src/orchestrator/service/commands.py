@@ -26,6 +26,19 @@ class ActorRun:
 
 
 @dataclass(frozen=True)
+class PlanToStore:
+    """A plan made for this request (a brief in ``POST /runs``), stored with it in one
+    transaction (``service.planning``)."""
+
+    id: str
+    workspace_id: str
+    catalog_version: int
+    strategy: str
+    brief: dict[str, Any]
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class SubmitRequest:
     """Submit a request: spawn every actor run, ingest every row, tell the callback."""
 
@@ -41,6 +54,10 @@ class SubmitRequest:
     budget_usd: float | None = None
     #: ``callback``: push each child's rows to ``callback_webhook`` in signed NDJSON batches.
     deliver_rows: str = "none"
+    #: The plan the runs come from (``service.planning``), if any; ``new_plan`` when it is
+    #: made for this request and stored with it.
+    plan_id: str | None = None
+    new_plan: PlanToStore | None = None
 
 
 #: Reads the body, or returns None as soon as it is known to exceed the given byte count.

@@ -88,3 +88,10 @@ class PreconditionFailed(DomainError):
 
     code = "precondition-failed"
     title = "The entry is not at the version the request expects"
+
+
+class PlanOutdated(DomainError):
+    """A stored plan whose catalog version is no longer the catalog's (plan it again)."""
+
+    code = "plan-outdated"
+    title = "The plan was made with an older actor catalog"

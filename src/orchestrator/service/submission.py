@@ -30,6 +30,7 @@ from temporalio.client import Client
 from orchestrator.config.settings import Settings
 from orchestrator.db.engine import read_only
 from orchestrator.db.queries import catalog as catalog_queries
+from orchestrator.db.queries import plans as plan_queries
 from orchestrator.db.queries import registry
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries import workspaces as workspace_queries
@@ -313,6 +314,7 @@ def build_run(
         keep_partial_rows=command.keep_partial_rows,
         catalog_version=catalog_version,
         deliver_rows=command.deliver_rows,
+        plan_id=command.plan_id,
     )
 
 
@@ -360,6 +362,17 @@ def _store(
             )
             refuse_if_exhausted(conn, workspace)
             workspace_queries.ensure_workspace(conn, workspace, new_nonce)
+            if command.new_plan is not None:
+                plan = command.new_plan
+                plan_queries.insert_plan(
+                    conn,
+                    plan.id,
+                    plan.workspace_id,
+                    plan.catalog_version,
+                    plan.strategy,
+                    plan.brief,
+                    plan.document,
+                )
             run_queries.insert_run(conn, run)
             record = run_queries.get_run(conn, run.id)
             assert record is not None

@@ -7,6 +7,7 @@ filtered to the key's workspace, so nothing hints at other tenants. Admin keys s
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -43,15 +44,18 @@ from orchestrator.api.schemas import (
     EventPage,
     EventView,
     ItemPage,
+    PlanView,
     RunList,
     RunView,
 )
 from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import item_pages
+from orchestrator.db.queries import plans as plan_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.run_listing import RunFilter, list_runs_page
 from orchestrator.domain.errors import NotFound, ValidationFailed
 from orchestrator.domain.lifecycle import RunState
+from orchestrator.service import planning
 from orchestrator.service.auth import Principal
 from orchestrator.service.control import abort_request
 from orchestrator.service.errors import InvalidIdempotencyKey
@@ -151,11 +155,24 @@ async def create_run(
     ] = None,
 ) -> JSONResponse:
     settings = app_state.settings
+    command = body.to_command()
+    if body.plan_id is not None:
+        command = await asyncio.to_thread(
+            planning.request_for_plan, app_state.engine, body.plan_id, caller=caller, base=command
+        )
+    elif body.needs is not None:
+        command = await asyncio.to_thread(
+            planning.brief_request,
+            app_state.engine,
+            body.plan_command(),
+            caller=caller,
+            base=command,
+        )
     submission = await submit(
         app_state.engine,
         app_state.temporal,
         settings.task_queue,
-        body.to_command(),
+        command,
         caller=caller,
         policy=SubmissionPolicy.from_settings(settings),
         idempotency_key=parse_idempotency_key(idempotency_key),
@@ -230,7 +247,11 @@ def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
         children = run_queries.get_children(conn, run_id)
         calls = event_queries.platform_calls(conn, run_id)
         spent = run_queries.run_usage_total(conn, run_id)
-    return run_view(run, children, calls, usage_total_usd=spent)
+        plan = plan_queries.get_plan(conn, run.plan_id) if run.plan_id else None
+    view = run_view(run, children, calls, usage_total_usd=spent)
+    if plan is not None:
+        view.plan = PlanView.model_validate(planning.plan_view(plan))
+    return view
 
 
 @router.get(

@@ -77,6 +77,7 @@ def run_view(
             c.usage_settled_at is not None for c in children if c.platform_run_id is not None
         ),
         budget_usd=run.budget_usd,
+        plan_id=run.plan_id,
         stop_reason=run.stop_reason,
         stop_message=run.stop_message,
         catalog_version=run.catalog_version,

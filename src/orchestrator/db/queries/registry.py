@@ -32,6 +32,7 @@ from orchestrator.db.queries import catalog as catalog_log
 from orchestrator.db.queries._common import insert_ignoring_conflicts, utcnow
 from orchestrator.db.schema import shared_config
 from orchestrator.domain.input_schema import schema_error
+from orchestrator.domain.planning import InputSource, RowsRule
 from orchestrator.domain.pricing import (
     FLAT_PRICE_PER_MONTH,
     PAY_PER_EVENT,
@@ -178,6 +179,69 @@ class OutputField(BaseModel):
     description: str = ""
 
 
+#: A dotted path into the planner's brief context (``brief.targetCount``, ``icp``).
+BriefPath = Annotated[
+    str, StringConstraints(pattern=r"^(brief|icp|limits)(\.[A-Za-z0-9_-]+)*$", max_length=256)
+]
+
+
+class PlanningSource(BaseModel):
+    """One way the planner fills an input field: ``from`` a brief path, or from the rows of
+    the step that meets ``need`` (the distinct values of ``field``, at most ``max``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    from_: BriefPath | None = Field(default=None, alias="from")
+    need: Capability | None = None
+    field: str | None = Field(default=None, min_length=1, max_length=128)
+    max: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> PlanningSource:
+        if (self.from_ is None) == (self.need is None):
+            raise ValueError("a source has either `from` (a brief path) or `need` and `field`")
+        if self.need is not None and self.field is None:
+            raise ValueError("a source with `need` names the `field` of its rows")
+        if self.from_ is not None and (self.field is not None or self.max is not None):
+            raise ValueError("`field` and `max` belong to a source with `need`")
+        return self
+
+    def as_source(self) -> InputSource:
+        return InputSource(path=self.from_, need=self.need, field=self.field, max=self.max)
+
+
+class PlanningRows(BaseModel):
+    """How many rows to expect: ``from`` a brief path (else ``default``), or ``perValue``
+    (one per value of that input)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    from_: BriefPath | None = Field(default=None, alias="from")
+    default: Annotated[int, Field(ge=0)] | None = None
+    per_value: str | None = Field(default=None, alias="perValue")
+
+    def as_rule(self) -> RowsRule:
+        return RowsRule(path=self.from_, default=self.default, per_value=self.per_value)
+
+
+class PlanningInfo(BaseModel):
+    """How the planner (``domain.planning``) builds this actor's input from a brief."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    inputs: dict[str, list[PlanningSource]] = Field(
+        default_factory=dict, description="Per input field, the sources to try in order."
+    )
+    required: list[str] = Field(
+        default_factory=list, description="Input fields without which the actor is no choice."
+    )
+    rows: PlanningRows = Field(default_factory=PlanningRows)
+    row_event: str | None = Field(
+        default=None, alias="rowEvent", description="Pay per event: the event charged per row."
+    )
+    priority: int = Field(default=0, description="Breaks ties of equal cost (higher first).")
+
+
 class CatalogFields(BaseModel):
     """What the catalog knows of an actor beyond how to start it. All optional: an entry
     without them (one stored before the catalog) accepts any input and declares nothing.
@@ -197,6 +261,9 @@ class CatalogFields(BaseModel):
     )
     output_fields: list[OutputField] = Field(
         default_factory=list, alias="outputFields", description="The fields of its rows."
+    )
+    planning: PlanningInfo | None = Field(
+        default=None, description="How the planner fills its input from a brief (`POST /plans`)."
     )
 
     @field_validator("capabilities")
