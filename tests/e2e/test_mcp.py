@@ -1,9 +1,10 @@
 """The MCP server end to end: the SDK's own client over Streamable HTTP against the stack.
 
-One workspace key lists the catalog, submits a 10,000-row run, waits for it with progress,
-pages through every row (no page above the byte cap, every row exactly once) and aborts a
-long run; a key of another workspace is refused its runs; bad arguments and unknown actors
-come back as tool errors carrying the HTTP API's problem codes.
+One workspace key lists the catalog, plans a brief and runs the plan, submits a 10,000-row
+run, waits for it with progress, pages through every row (no page above the byte cap, every
+row exactly once) and aborts a long run; a key of another workspace is refused its runs;
+bad arguments and unknown actors come back as tool errors carrying the HTTP API's problem
+codes; ``orchestrator mcp`` serves the same tools over stdio.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ async def test_an_agent_runs_a_request_through_the_tools(stack: DevStack) -> Non
     key, other_key = workspace_keys(stack, 2)
     async with mcp_session(stack, key) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert {"list_actors", "submit", "get_run", "get_items", "abort"} <= set(tools)
+        assert {"list_actors", "plan", "submit", "get_run", "get_items", "abort"} <= set(tools)
         assert tools["get_items"].output_schema is not None
 
         catalog = ok(await session.call_tool("list_actors", {}))
@@ -157,6 +158,17 @@ async def test_an_agent_runs_a_request_through_the_tools(stack: DevStack) -> Non
             await session.call_tool("get_items", {"runId": run_id, "cursor": "bm90LWpzb24"})
         )
         assert (bad_cursor["code"], bad_cursor["field"]) == ("validation-failed", "cursor")
+
+        # Plan a brief (nothing spent), then run the plan by its id.
+        brief = {"needs": ["leads"], "brief": {"product": "payroll", "targetCount": 5}}
+        plan = ok(await session.call_tool("plan", {"request": brief}))
+        assert plan["steps"][0]["actor"] == "ultron-leadgen"
+        assert plan["estimatedCostUsd"] > 0
+        planned = ok(await session.call_tool("submit", {"request": {"planId": plan["planId"]}}))
+        shown = ok(await session.call_tool("get_run", {"runId": planned["runId"]}))["run"]
+        assert shown["planId"] == plan["planId"]
+        assert [c["actor"] for c in shown["children"]] == ["ultron-leadgen"]
+        ok(await session.call_tool("abort", {"runId": planned["runId"]}))
 
         # Abort a long run.
         long_run = {"actor": "ultron-generator", "input": {"items": 5, "durationSecs": 300}}

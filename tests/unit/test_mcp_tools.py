@@ -130,7 +130,10 @@ async def test_bad_arguments_are_a_validation_problem_naming_the_argument(api: A
         )
         assert (body["code"], body["field"]) == ("validation-failed", "/runs/0/options/memoryMb")
         nested = problem(await client.call_tool("submit", {"request": {"runs": [{"input": {}}]}}))
-        assert nested["field"] == "/request/runs/0/actor"
+        # Inside `request`, fields are named as POST /runs names them.
+        assert nested["field"] == "/runs/0/actor"
+        neither = problem(await client.call_tool("submit", {"request": {}}))
+        assert (neither["code"], neither["field"]) == ("validation-failed", "/request")
     assert api.counts() == (0, 0)  # nothing was written
     assert api.temporal.started == []
 
@@ -200,6 +203,46 @@ async def test_get_run_waits_until_the_run_ends_and_reports_progress(api: Api) -
     values = [value for value, _, _ in reports]
     assert values == sorted(values) and reports[0][1] == 30
     assert "0/1 actor runs ended" in (reports[0][2] or "")
+
+
+PLAN = {
+    "needs": ["leads", "web-traffic"],
+    "brief": {"product": "B2B payroll software", "targetCount": 30},
+    "icp": {"titles": ["HR Director"]},
+}
+
+
+async def test_a_plan_shows_its_cost_spends_nothing_and_runs_by_its_id(api: Api) -> None:
+    async with tools_for(api) as client:
+        plan = ok(await client.call_tool("plan", {"request": {**PLAN, "budgetUsd": 2}}))
+        assert plan["planId"].startswith("plan_") and plan["workspaceId"] == WS
+        assert [step["actor"] for step in plan["steps"]] == [
+            "ultron-leadgen",
+            "ultron-similarweb-bulk",
+        ]
+        assert plan["estimatedCostUsd"] > 0 and plan["budgetUsd"] == 2
+        assert api.temporal.started == [] and api.counts() == (0, 0)
+
+        run_id = ok(await client.call_tool("submit", {"request": {"planId": plan["planId"]}}))[
+            "runId"
+        ]
+        status = ok(await client.call_tool("get_run", {"runId": run_id}))
+        assert status["run"]["planId"] == plan["planId"]
+        assert status["run"]["plan"]["steps"] == plan["steps"]
+        assert [c["actor"] for c in status["run"]["children"]] == [
+            "ultron-leadgen",
+            "ultron-similarweb-bulk",
+        ]
+
+        unmet = problem(
+            await client.call_tool("plan", {"request": {"needs": ["web-traffic"], "brief": {}}})
+        )
+        assert (unmet["code"], unmet["field"]) == ("validation-failed", "/needs/0")
+
+    async with tools_for(api, "ws_other") as theirs:
+        hidden = problem(await theirs.call_tool("submit", {"request": {"planId": plan["planId"]}}))
+        assert (hidden["code"], hidden["field"]) == ("not-found", "/planId")
+    assert len(api.temporal.started) == 1
 
 
 class SlowStart(FakeTemporal):

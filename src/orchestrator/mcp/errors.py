@@ -53,13 +53,18 @@ def _pointer(loc: tuple[int | str, ...]) -> str:
     return "/" + "/".join(str(part) for part in loc)
 
 
-def arguments_error(exc: ValidationError) -> ValidationFailed:
-    """The first argument the schema refused, as the API's 422 would name it."""
+def arguments_error(exc: ValidationError, *, body: str | None = None) -> ValidationFailed:
+    """The first argument the schema refused, as the API's 422 would name it: a JSON
+    pointer to the argument, or, inside the ``body`` argument (an HTTP API request body),
+    to the field as the API names it (``/runs/0/actor``)."""
     errors = exc.errors()
     if not errors:
         return ValidationFailed("the arguments are not valid", field="/")
     first = errors[0]
-    pointer = _pointer(tuple(first.get("loc", ())))
+    loc = tuple(first.get("loc", ()))
+    if body is not None and len(loc) > 1 and loc[0] == body:
+        loc = loc[1:]
+    pointer = _pointer(loc)
     return ValidationFailed(f"{pointer}: {first.get('msg', 'invalid')}", field=pointer)
 
 

@@ -36,7 +36,14 @@ from orchestrator.api.cursors import encode_item_cursor as encode_cursor
 from orchestrator.api.deps import AppState
 from orchestrator.api.routes.catalog import actor_view
 from orchestrator.api.routes.views import run_view
-from orchestrator.api.schemas import AbortResponse, CatalogView, CreateRunRequest, RunView
+from orchestrator.api.schemas import (
+    AbortResponse,
+    CatalogView,
+    CreateRunRequest,
+    PlanRequest,
+    PlanView,
+    RunView,
+)
 from orchestrator.db.queries import item_pages
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.errors import DomainError
@@ -46,8 +53,9 @@ from orchestrator.mcp.errors import (
     domain_error_result,
     internal_error_result,
 )
-from orchestrator.service import catalog
+from orchestrator.service import catalog, planning
 from orchestrator.service.auth import Principal
+from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.control import abort_request
 from orchestrator.service.reads import read_run, visible_run
 from orchestrator.service.submission import SubmissionPolicy, submit
@@ -64,6 +72,8 @@ PAGE_MAX_BYTES = 50_000
 MAX_PAGE_ROWS = 500
 DEFAULT_PAGE_ROWS = 100
 MAX_FIELDS = 50
+#: The argument that carries an HTTP API body (submit's and plan's ``request``).
+BODY_ARGUMENT = "request"
 
 #: Resolves the key of the call being served (raises ``Unauthorized`` if there is none).
 CallerSource = Callable[[], Awaitable[Principal]]
@@ -149,7 +159,8 @@ class OrchestratorMCP(MCPServer[Any]):
             return internal_error_result()
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                return domain_error_result(arguments_error(exc.__cause__))
+                # Fields inside `request` are named as the HTTP API's body names them.
+                return domain_error_result(arguments_error(exc.__cause__, body=BODY_ARGUMENT))
             raise
 
 
@@ -254,13 +265,37 @@ def build_server(
         return await _guard(work)
 
     @server.tool(
+        name="plan",
+        description="Plan a brief without spending anything: for each capability in "
+        "`request.needs` (capabilities are listed by list_actors, e.g. `leads`, `web-traffic`) "
+        "the actor that meets it, its input built from `request.brief` and `request.icp`, the "
+        "order of the steps (a step may take its input from an earlier step's rows), the rows "
+        "expected and the estimated cost (`estimatedCostUsd`, `minimumChargeUsd`; it fits "
+        "`request.budgetUsd` if given). Each step says why its actor was chosen. Nothing is "
+        "started: show the plan and its cost, then run it with submit and "
+        '`{"request": {"planId": ...}}` while the catalog is unchanged.',
+    )
+    async def plan(request: PlanRequest) -> Annotated[CallToolResult, PlanView]:
+        async def work() -> PlanView:
+            principal = await caller()
+            record = await asyncio.to_thread(
+                planning.plan_brief, state().engine, request.to_command(), caller=principal
+            )
+            return PlanView.model_validate(planning.plan_view(record))
+
+        return await _guard(work)
+
+    @server.tool(
         name="submit",
-        description="Start a request: one or more actor runs (`request.runs`, each an actor "
-        "from list_actors and its input). Answers at once with the runId and state; the runs "
-        "go on in the background. Then call get_run with waitSecs to wait for the end, and "
-        "get_items to read the rows. `request` is the body of the HTTP API's POST /runs "
-        "(optional budgetUsd caps what the whole request may spend). With idempotencyKey, "
-        "repeating the same call returns the same run instead of starting another.",
+        description="Start a request. Say what to run in exactly one way: `request.planId` (a "
+        "plan from the plan tool, the usual way: its cost was shown first), `request.runs` "
+        "(actor runs, each an actor from list_actors and its input), or `request.needs` with "
+        "`request.brief` (planned and started at once). Answers at once with the runId and "
+        "state; the runs go on in the background. Then call get_run with waitSecs to wait "
+        "for the end, and get_items to read the rows. `request` is the body of the HTTP "
+        "API's POST /runs (optional budgetUsd caps what the whole request may spend). With "
+        "idempotencyKey, repeating the same call returns the same run instead of starting "
+        "another.",
     )
     async def submit_request(
         request: CreateRunRequest,
@@ -284,7 +319,7 @@ def build_server(
                     app.engine,
                     app.temporal,
                     app.settings.task_queue,
-                    request.to_command(),
+                    await _command_of(app, request, principal),
                     caller=principal,
                     policy=SubmissionPolicy.from_settings(app.settings),
                     idempotency_key=idempotencyKey,
@@ -325,12 +360,15 @@ def build_server(
 
             def view() -> RunView:
                 details = read_run(engine, runId, caller=principal)
-                return run_view(
+                shown = run_view(
                     details.run,
                     details.children,
                     details.platform_calls,
                     usage_total_usd=details.usage_total_usd,
                 )
+                if details.plan is not None:
+                    shown.plan = PlanView.model_validate(planning.plan_view(details.plan))
+                return shown
 
             current = await asyncio.to_thread(view)
             while not current.terminal:
@@ -425,6 +463,27 @@ def build_server(
         return await _guard(work)
 
     return server
+
+
+async def _command_of(
+    app: AppState, request: CreateRunRequest, principal: Principal
+) -> SubmitRequest:
+    """The service command of a submit: the runs given, a stored plan's, or a brief's (the
+    same three ways, through the same use cases, as ``POST /runs``)."""
+    command = request.to_command()
+    if request.plan_id is not None:
+        return await asyncio.to_thread(
+            planning.request_for_plan, app.engine, request.plan_id, caller=principal, base=command
+        )
+    if request.needs is not None:
+        return await asyncio.to_thread(
+            planning.brief_request,
+            app.engine,
+            request.plan_command(),
+            caller=principal,
+            base=command,
+        )
+    return command
 
 
 def _read_page(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from orchestrator.db.engine import read_only
 from orchestrator.db.queries import events as event_queries
+from orchestrator.db.queries import plans as plan_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.errors import NotFound
 from orchestrator.service.auth import Principal
@@ -25,6 +26,8 @@ class RunDetails:
     children: list[run_queries.ChildRecord]
     platform_calls: Mapping[str, Mapping[str, int]]
     usage_total_usd: float
+    #: The plan the request was made from, if any.
+    plan: plan_queries.PlanRecord | None = None
 
 
 def visible_run(
@@ -38,7 +41,7 @@ def visible_run(
 
 
 def read_run(engine: Engine, run_id: str, *, caller: Principal) -> RunDetails:
-    """The request with its children, platform call counts and spend, read together."""
+    """The request with its children, platform call counts, spend and plan, read together."""
     with read_only(engine).connect() as conn:
         run = visible_run(conn, run_id, caller)
         return RunDetails(
@@ -46,4 +49,5 @@ def read_run(engine: Engine, run_id: str, *, caller: Principal) -> RunDetails:
             children=run_queries.get_children(conn, run_id),
             platform_calls=event_queries.platform_calls(conn, run_id),
             usage_total_usd=run_queries.run_usage_total(conn, run_id),
+            plan=plan_queries.get_plan(conn, run.plan_id) if run.plan_id else None,
         )
