@@ -7,7 +7,8 @@ requests accepted, schema-violating ones refused; 405s with a complete ``Allow``
 
 A few rules no schema can state are taught to the generator instead of excused from the
 checks: a cursor must be one the API handed out, an ``Idempotency-Key`` belongs to one
-request, a callback URL must name a public host, a webhook carries its child's token, a
+request, a callback URL must name a public host (and rows pushed to the callback need one), a
+webhook carries its child's token, a
 budget leaves every run a share of at least its actor's minimum charge (as does a run's own
 ``maxTotalChargeUsd``), a run's input satisfies its actor's catalog schema, a catalog entry's
 ``inputSchema`` is a valid JSON Schema and its defaults stay under its caps, and a chained
@@ -305,6 +306,11 @@ def before_call(_context: HookContext, case: Case[Any], _kwargs: dict[str, Any])
     callback = body.get("callbackWebhook") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(callback, str):
         body["callbackWebhook"] = _public_callback(callback)
+    deliver = body.get("deliver") if isinstance(body, dict) else None
+    pushed = isinstance(deliver, dict) and deliver.get("rows") == "callback"
+    if isinstance(body, dict) and pushed and not isinstance(callback, str):
+        # Rows are pushed to the callback: a request that asks for it names one.
+        body["callbackWebhook"] = "https://hooks.example.com/cb/rows"
     runs = body.get("runs") if isinstance(body, dict) else None
     if isinstance(body, dict) and isinstance(runs, list):
         _at_least_the_minimums(body, runs)
