@@ -112,7 +112,9 @@ async def test_another_workspaces_run_is_not_found(api: Api) -> None:
         assert ok(await mine.call_tool("get_run", {"runId": run_id}))["run"]["id"] == run_id
 
 
-async def test_bad_arguments_are_a_validation_problem_naming_the_argument(api: Api) -> None:
+async def test_bad_arguments_are_a_validation_problem_naming_the_argument(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
     async with tools_for(api) as client:
         wait = problem(await client.call_tool("get_run", {"runId": "run_x", "waitSecs": 46}))
         assert (wait["code"], wait["field"], wait["status"]) == (
@@ -136,6 +138,8 @@ async def test_bad_arguments_are_a_validation_problem_naming_the_argument(api: A
         assert (neither["code"], neither["field"]) == ("validation-failed", "/request")
     assert api.counts() == (0, 0)  # nothing was written
     assert api.temporal.started == []
+    # A refused submit is an answer, not work left behind by a cancelled call.
+    assert not [r for r in caplog.records if "cancelled tool call" in r.getMessage()]
 
 
 async def test_a_key_that_stopped_working_and_a_crash_are_problems_without_internals(

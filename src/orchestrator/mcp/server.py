@@ -164,14 +164,15 @@ class OrchestratorMCP(MCPServer[Any]):
             raise
 
 
-#: Shielded calls still running after their tool call was cancelled (kept referenced).
+#: Shielded work still running after its tool call was cancelled (kept referenced).
 _UNCANCELLED: set[asyncio.Future[Any]] = set()
 
 
-def _settle(task: asyncio.Future[Any]) -> None:
+def _settle_abandoned(task: asyncio.Future[Any]) -> None:
+    """The end of work whose call was cancelled: nobody awaits it, so a failure is logged."""
     _UNCANCELLED.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        log.warning("a cancelled tool call's work failed afterwards: %s", task.exception())
+        log.warning("the work of a cancelled tool call failed: %s", task.exception())
 
 
 async def run_to_the_end(work: Awaitable[T]) -> T:
@@ -183,9 +184,13 @@ async def run_to_the_end(work: Awaitable[T]) -> T:
     asyncio cancellation of the serving task (the in-process transport's, say).
     """
     task = asyncio.ensure_future(work)
-    _UNCANCELLED.add(task)
-    task.add_done_callback(_settle)
-    return await asyncio.shield(task)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            _UNCANCELLED.add(task)
+            task.add_done_callback(_settle_abandoned)
+        raise
 
 
 async def _guard(work: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
