@@ -24,6 +24,7 @@ from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
 from orchestrator.dashboard import routes as dashboard_routes
+from orchestrator.mcp.http import build_http_server, mcp_route
 from orchestrator.service.auth import register_bootstrap_key
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,12 @@ def _prepare(settings: Settings) -> Engine:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
+    def current_state() -> AppState:
+        state: AppState = app.state.orchestrator
+        return state
+
+    mcp_server, mcp_app = build_http_server(settings, current_state)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = await asyncio.to_thread(_prepare, settings)
@@ -56,7 +63,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except RuntimeError as exc:
                 log.warning("Temporal not reachable (attempt %d): %s", attempt, exc)
                 await asyncio.sleep(1)
-        yield
+        # The MCP endpoint's session manager lives as long as the app (the SDK requires it).
+        async with mcp_server.session_manager.run():
+            yield
         engine.dispose()
 
     app = FastAPI(
@@ -78,5 +87,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(plans.router)
     app.include_router(webhooks.router)
     app.include_router(dashboard_routes.router)
+    app.router.routes.append(mcp_route(mcp_app))
     install_openapi(app, settings)
     return app

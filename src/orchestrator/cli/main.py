@@ -91,6 +91,28 @@ def worker(log_level: str = "info") -> None:
 
 
 @app.command()
+def mcp(log_level: str = "warning") -> None:
+    """Serve the MCP tools over stdio (for desktop MCP clients); the key is ORCHESTRATOR_API_KEY.
+
+    The API serves the same tools over Streamable HTTP at /mcp; see docs/MCP.md.
+    """
+    import os
+
+    from orchestrator.mcp.stdio import KeyRejected, run_stdio
+
+    _logging(log_level)  # to stderr: stdout carries the protocol
+    api_key = os.environ.get("ORCHESTRATOR_API_KEY", "").strip()
+    if not api_key:
+        typer.echo("set ORCHESTRATOR_API_KEY to a workspace API key", err=True)
+        raise typer.Exit(2)
+    try:
+        asyncio.run(run_stdio(Settings(), api_key))
+    except KeyRejected as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
 def migrate() -> None:
     """Apply database migrations and seed the actor registry, then exit."""
     from orchestrator.config.bootstrap import prepare_database
