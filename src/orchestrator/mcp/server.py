@@ -35,7 +35,7 @@ from orchestrator.api.cursors import CURSOR_PATTERN, MAX_CURSOR, decode_item_cur
 from orchestrator.api.cursors import encode_item_cursor as encode_cursor
 from orchestrator.api.deps import AppState
 from orchestrator.api.routes.catalog import actor_view
-from orchestrator.api.routes.views import run_view
+from orchestrator.api.routes.views import abort_view, run_view
 from orchestrator.api.schemas import (
     AbortResponse,
     CatalogView,
@@ -450,20 +450,7 @@ def build_server(
             outcome = await run_to_the_end(
                 abort_request(app.engine, app.temporal, runId, workspace_id=principal.workspace_id)
             )
-            run = outcome.run
-            if not outcome.accepted:
-                return AbortResponse(
-                    run_id=run.id,
-                    state=run.state.value,
-                    aborting=False,
-                    detail=f"the request already ended ({run.state.value}); nothing to abort",
-                )
-            return AbortResponse(
-                run_id=run.id,
-                state=run.state.value,
-                aborting=True,
-                detail="abort under way; unfinished actor runs are being aborted",
-            )
+            return abort_view(outcome)
 
         return await _guard(work)
 

@@ -36,7 +36,7 @@ from orchestrator.api.item_formats import (
     render_ndjson,
 )
 from orchestrator.api.params import DateTimeParam
-from orchestrator.api.routes.views import run_summary, run_view
+from orchestrator.api.routes.views import abort_view, run_summary, run_view
 from orchestrator.api.schemas import (
     AbortResponse,
     CreateRunRequest,
@@ -374,18 +374,7 @@ async def abort_run(run_id: str, caller: Caller, app_state: State) -> AbortRespo
     outcome = await abort_request(
         app_state.engine, app_state.temporal, run_id, workspace_id=caller.workspace_id
     )
-    run = outcome.run
+    body = abort_view(outcome)
     if not outcome.accepted:
-        return AbortResponse(
-            run_id=run.id,
-            state=run.state.value,
-            aborting=False,
-            detail=f"the request already ended ({run.state.value}); nothing to abort",
-        )
-    body = AbortResponse(
-        run_id=run.id,
-        state=run.state.value,
-        aborting=True,
-        detail="abort under way; unfinished actor runs are being aborted",
-    )
+        return body
     return JSONResponse(body.model_dump(mode="json", by_alias=True), status_code=202)

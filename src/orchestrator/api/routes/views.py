@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.api.schemas import (
+    AbortResponse,
     ChildView,
     DeliverOptions,
     InputSource,
@@ -15,6 +16,7 @@ from orchestrator.api.schemas import (
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
+from orchestrator.service.control import AbortOutcome
 
 
 def child_view(child: ChildRecord, calls: Mapping[str, int] | None = None) -> ChildView:
@@ -100,4 +102,22 @@ def run_summary(run: RunRecord) -> RunSummary:
         children_total=run.children_total,
         created_at=run.created_at,
         finished_at=run.finished_at,
+    )
+
+
+def abort_view(outcome: AbortOutcome) -> AbortResponse:
+    """What an abort answers (HTTP and MCP): under way, or the request had already ended."""
+    run = outcome.run
+    if not outcome.accepted:
+        return AbortResponse(
+            run_id=run.id,
+            state=run.state.value,
+            aborting=False,
+            detail=f"the request already ended ({run.state.value}); nothing to abort",
+        )
+    return AbortResponse(
+        run_id=run.id,
+        state=run.state.value,
+        aborting=True,
+        detail="abort under way; unfinished actor runs are being aborted",
     )
