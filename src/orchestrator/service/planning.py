@@ -32,7 +32,8 @@ from orchestrator.domain.run_options import RunOptions
 from orchestrator.service.auth import Principal
 from orchestrator.service.catalog import Catalog, read_catalog
 from orchestrator.service.commands import ActorRun, PlanToStore, SubmitRequest
-from orchestrator.service.errors import PlanOutdated, WorkspaceRequired
+from orchestrator.service.errors import PlanOutdated
+from orchestrator.service.submission import workspace_named
 
 #: The strategy used unless another is given (one that asks a model could be added).
 DEFAULT_PLANNER: Planner = CatalogPlanner()
@@ -87,16 +88,6 @@ def plannable(catalog: Catalog) -> list[PlannableActor]:
     return actors
 
 
-def _workspace(command_workspace: str | None, caller: Principal | None) -> str:
-    if caller is not None and caller.workspace_id is not None:
-        if command_workspace not in (None, caller.workspace_id):
-            raise NotFound(f"workspace {command_workspace} does not exist", field="/workspaceId")
-        return caller.workspace_id
-    if command_workspace is None:
-        raise WorkspaceRequired("workspaceId is required with an admin key", field="/workspaceId")
-    return command_workspace
-
-
 def plan_in(
     conn: Connection, command: PlanCommand, planner: Planner = DEFAULT_PLANNER
 ) -> tuple[Plan, int]:
@@ -120,7 +111,7 @@ def plan_brief(
     planner: Planner = DEFAULT_PLANNER,
 ) -> plan_queries.PlanRecord:
     """Plan a brief and store the plan (nothing is spent); NeedCannotBeMet names the need."""
-    workspace = _workspace(command.workspace_id, caller)
+    workspace = workspace_named(command.workspace_id, caller)
     with engine.begin() as conn:
         plan, version = plan_in(conn, command, planner)
         return plan_queries.insert_plan(
@@ -213,7 +204,7 @@ def brief_request(
 ) -> SubmitRequest:
     """A brief in ``POST /runs``: planned now, and the plan stored with the request (in the
     submission's transaction, so a refused request leaves no plan behind)."""
-    workspace = _workspace(command.workspace_id or base.workspace_id, caller)
+    workspace = workspace_named(command.workspace_id or base.workspace_id, caller)
     with engine.connect() as conn:
         plan, version = plan_in(conn, command, planner)
     document = plan_document(plan)

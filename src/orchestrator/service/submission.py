@@ -92,16 +92,22 @@ class Submission:
 
 
 def workspace_of(command: SubmitRequest, caller: Principal | None) -> str:
-    """The workspace a request is for: a workspace key's own (naming another is a 404, as
-    for any other tenant's resource); an admin key or an internal caller must name one."""
+    """The workspace a request is for (see :func:`workspace_named`)."""
+    return workspace_named(command.workspace_id, caller)
+
+
+def workspace_named(workspace_id: str | None, caller: Principal | None) -> str:
+    """The workspace a request or a plan is for: a workspace key's own (naming another is a
+    404, as for any other tenant's resource); an admin key or an internal caller must name
+    one."""
     if caller is not None and caller.workspace_id is not None:
-        if command.workspace_id not in (None, caller.workspace_id):
-            raise NotFound(f"workspace {command.workspace_id} does not exist", field="/workspaceId")
+        if workspace_id not in (None, caller.workspace_id):
+            raise NotFound(f"workspace {workspace_id} does not exist", field="/workspaceId")
         return caller.workspace_id
-    if command.workspace_id is None:
+    if workspace_id is None:
         detail = "workspaceId is required" + (" with an admin key" if caller else "")
         raise WorkspaceRequired(detail, field="/workspaceId")
-    return command.workspace_id
+    return workspace_id
 
 
 def validate_request(command: SubmitRequest, policy: SubmissionPolicy) -> str | None:
