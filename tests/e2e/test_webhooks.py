@@ -20,6 +20,7 @@ from .support import (
     events,
     generator,
     request,
+    settled_run,
     submit,
     wait_terminal,
 )
@@ -120,7 +121,9 @@ def test_the_receiver_rejects_what_it_cannot_trust_with_no_side_effect(stack: De
     secret = webhook_secret(stack)
     with api_client(stack) as api:
         run_id = submit(api, request(generator(items=3, durationSecs=1)))
-        run = wait_terminal(api, run_id)
+        # Settled: the usage read after the run's end is its last event, so nothing else
+        # is still on its way when the forged webhooks are counted.
+        run = settled_run(api, run_id)
         child = run["children"][0]["id"]
         before = len(events(api, run_id))
         good = derive_webhook_token(secret, child)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +27,8 @@ class Receiver:
     statuses: list[int] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
     retry_after: str | None = None
+    #: Decides a request's status before ``statuses`` do (None: fall through to them).
+    status_for: Callable[[Received], int | None] | None = None
 
 
 @contextmanager
@@ -39,11 +41,14 @@ def callback_receiver(statuses: list[int] | None = None, path: str = "/hook") ->
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = self.rfile.read(length)
+            got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             with lock:
-                receiver.received.append(
-                    Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                receiver.received.append(got)
+                chosen = receiver.status_for(got) if receiver.status_for else None
+                if chosen is not None:
+                    status = chosen
+                else:
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
             self.send_response(status)
             if receiver.retry_after is not None and status in (429, 503):
                 self.send_header("Retry-After", receiver.retry_after)
