@@ -84,10 +84,15 @@ def api(
 @app.command()
 def worker(log_level: str = "info") -> None:
     """Run the Temporal worker (migrates the database on start)."""
+    from orchestrator.config.temporal import TemporalSetupError
     from orchestrator.worker import run_worker
 
     _logging(log_level)
-    asyncio.run(run_worker(Settings()))
+    try:
+        asyncio.run(run_worker(Settings()))
+    except TemporalSetupError as exc:  # wrong settings or a refusal: say which, no traceback
+        typer.echo(f"cannot start the worker: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -105,9 +110,11 @@ def mcp(log_level: str = "warning") -> None:
     if not api_key:
         typer.echo("set ORCHESTRATOR_API_KEY to a workspace API key", err=True)
         raise typer.Exit(2)
+    from orchestrator.config.temporal import TemporalSetupError
+
     try:
         asyncio.run(run_stdio(Settings(), api_key))
-    except KeyRejected as exc:
+    except (KeyRejected, TemporalSetupError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
 
