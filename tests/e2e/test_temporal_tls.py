@@ -37,7 +37,7 @@ SERVER_NAME = "temporal.test"  # only in the server certificate: the override is
 API_KEY = f"tmprl-test-{secrets.token_hex(12)}"
 #: A refused process must have exited by then; it normally takes a few seconds.
 EXIT_BOUND_SECONDS = 90
-EXIT_CODES = {"worker": 1, "api": 3}
+EXIT_CODES = {"worker": 1, "api": 3, "mcp": 1}
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,7 @@ class Processes:
             [sys.executable, "-m", "orchestrator", name],
             env=self.env | temporal,
             cwd=self.directory,
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -290,6 +291,14 @@ def test_a_request_succeeds_through_the_tls_proxy(
         f"connected to Temporal at {proxy.address} (namespace default, TLS, own CA, client "
         f"certificate, server name {SERVER_NAME}, API key)"
     ) in processes.output("worker")
+
+    # `orchestrator mcp` uses the same settings: without the API key it is refused as well
+    # (its own key is the admin key the API registered in this database).
+    temporal = credentials(pki)
+    del temporal["ORCHESTRATOR_TEMPORAL_API_KEY"]
+    processes.env["ORCHESTRATOR_API_KEY"] = processes.api_headers["Authorization"].split()[1]
+    output = processes.refused_at_start("mcp", temporal)
+    assert "refused: the server refused this process's credentials" in output, output
 
 
 @pytest.mark.parametrize("name", ["worker", "api"])

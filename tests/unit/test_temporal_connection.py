@@ -286,3 +286,21 @@ async def test_nothing_listening_is_unavailable_not_a_hang() -> None:
             settings(temporal_address=f"127.0.0.1:{port}", temporal_connect_timeout_seconds=5)
         )
     assert f"127.0.0.1:{port} (namespace default, plaintext) is not reachable" in str(caught.value)
+
+
+async def test_a_server_that_never_answers_is_unavailable_not_a_hang() -> None:
+    with socket.socket() as sock:  # accepts TCP (the backlog) but never says a word
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        with pytest.raises(TemporalUnavailable) as caught:
+            await connect_temporal(
+                settings(
+                    temporal_address=f"127.0.0.1:{port}",
+                    temporal_api_key=SecretStr(KEY),
+                    temporal_connect_timeout_seconds=1,
+                )
+            )
+    assert str(caught.value) == (
+        f"Temporal at 127.0.0.1:{port} (namespace default, TLS, API key) did not answer within 1s"
+    )

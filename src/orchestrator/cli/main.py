@@ -134,7 +134,7 @@ def mcp(log_level: str = "warning") -> None:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
     except TemporalSetupError as exc:
-        typer.echo(str(exc), err=True)
+        typer.echo(f"cannot start the MCP server: {exc}", err=True)
         _exit_after_failed_start(1)
 
 
