@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 # The browser tests (tests/browser) drive Debian's chromium through Playwright; Playwright's own
 # browser download (`playwright install`) is never used.
 CHROMIUM ?= /usr/bin/chromium
+# The Temporal TLS test (tests/e2e/test_temporal_tls.py) puts Debian's nginx (grpc_pass) in
+# front of the dev server.
+NGINX ?= /usr/sbin/nginx
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +21,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	test -x $(CHROMIUM) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
 		|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	test -x $(NGINX) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx \
+		|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx)
 	touch $(STAMP)
 
 dev: $(STAMP)

@@ -22,7 +22,12 @@ from orchestrator.api.openapi import install_openapi
 from orchestrator.api.routes import admin, catalog, health, plans, runs, webhooks
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
-from orchestrator.config.temporal import connect_temporal
+from orchestrator.config.temporal import (
+    TemporalSetupError,
+    TemporalUnavailable,
+    connect_temporal,
+    temporal_connection,
+)
 from orchestrator.dashboard import routes as dashboard_routes
 from orchestrator.mcp.http import build_http_server, mcp_route
 from orchestrator.service.auth import register_bootstrap_key
@@ -53,16 +58,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Wrong Temporal settings stop the start before the database is touched.
+        try:
+            await asyncio.to_thread(temporal_connection, settings)
+        except TemporalSetupError as exc:
+            log.error("cannot start: %s", exc)
+            raise
         engine = await asyncio.to_thread(_prepare, settings)
         state = AppState(settings=settings, engine=engine)
         app.state.orchestrator = state
+        # Only "not reachable yet" is retried; a refusal (TLS, credentials) ends the start.
         for attempt in range(1, TEMPORAL_CONNECT_ATTEMPTS + 1):
             try:
                 state.temporal = await connect_temporal(settings)
                 break
-            except RuntimeError as exc:
+            except TemporalUnavailable as exc:
                 log.warning("Temporal not reachable (attempt %d): %s", attempt, exc)
                 await asyncio.sleep(1)
+            except TemporalSetupError as exc:
+                log.error("cannot start: %s", exc)
+                engine.dispose()
+                raise
         # The MCP endpoint's session manager lives as long as the app (the SDK requires it).
         async with mcp_server.session_manager.run():
             yield

@@ -130,8 +130,8 @@ async def ensure_reconcile_schedule(client: Client, task_queue: str, every: time
 
 async def run_worker(settings: Settings) -> None:
     """Run the worker until SIGINT/SIGTERM."""
+    client = await connect_temporal(settings)  # first: wrong settings fail before migrating
     engine = prepare_database(settings)
-    client = await connect_temporal(settings)
     deps = ActivityDeps(
         engine=engine, platform=build_platform(settings), config=activity_config(settings)
     )

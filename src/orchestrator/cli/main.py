@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import httpx
 import typer
@@ -36,6 +38,19 @@ def _logging(level: str) -> None:
     # httpx logs every request's full URL at INFO; a caller's callback URL may carry a
     # token in its query string. Our own modules log scheme://host only.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def _exit_after_failed_start(code: int) -> NoReturn:
+    """Exit without interpreter teardown once a start failed after talking to Temporal.
+
+    The SDK's Rust threads may still call into Python while the interpreter finalizes, which
+    aborts the process ("Fatal Python error: PyGILState_Release", temporalio/sdk-python#300)
+    and would hide the exit status and the message. Nothing is left to clean up here.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @app.command()
@@ -73,21 +88,29 @@ def api(
 
     _logging(log_level)
     settings = Settings()
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.api_host,
-        port=port or settings.api_port,
-        log_level=log_level,
-    )
+    try:
+        uvicorn.run(
+            create_app(settings),
+            host=host or settings.api_host,
+            port=port or settings.api_port,
+            log_level=log_level,
+        )
+    except SystemExit as exc:  # uvicorn's "startup failed" (the log says why)
+        _exit_after_failed_start(exc.code if isinstance(exc.code, int) else 1)
 
 
 @app.command()
 def worker(log_level: str = "info") -> None:
     """Run the Temporal worker (migrates the database on start)."""
+    from orchestrator.config.temporal import TemporalSetupError
     from orchestrator.worker import run_worker
 
     _logging(log_level)
-    asyncio.run(run_worker(Settings()))
+    try:
+        asyncio.run(run_worker(Settings()))
+    except TemporalSetupError as exc:  # wrong settings or a refusal: say which, no traceback
+        typer.echo(f"cannot start the worker: {exc}", err=True)
+        _exit_after_failed_start(1)
 
 
 @app.command()
@@ -96,8 +119,6 @@ def mcp(log_level: str = "warning") -> None:
 
     The API serves the same tools over Streamable HTTP at /mcp; see docs/MCP.md.
     """
-    import os
-
     from orchestrator.mcp.stdio import KeyRejected, run_stdio
 
     _logging(log_level)  # to stderr: stdout carries the protocol
@@ -105,11 +126,16 @@ def mcp(log_level: str = "warning") -> None:
     if not api_key:
         typer.echo("set ORCHESTRATOR_API_KEY to a workspace API key", err=True)
         raise typer.Exit(2)
+    from orchestrator.config.temporal import TemporalSetupError
+
     try:
         asyncio.run(run_stdio(Settings(), api_key))
     except KeyRejected as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+    except TemporalSetupError as exc:
+        typer.echo(f"cannot start the MCP server: {exc}", err=True)
+        _exit_after_failed_start(1)
 
 
 @app.command()

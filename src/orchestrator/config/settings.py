@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.domain.follow import FollowSettings
@@ -168,6 +168,66 @@ class Settings(BaseSettings):
         gt=0,
         description="Most bytes of NDJSON in one pushed batch; a single larger row goes alone.",
     )
+
+    # -- Temporal connection: TLS, mTLS, API key (docs/OPERATIONS.md) --------------------
+    # Checked, files read and parsed, before any connection (config/temporal.py).
+    temporal_tls: bool | None = Field(
+        default=None,
+        description="TLS to Temporal. Unset: on when a CA, client certificate, server name or "
+        "API key is set, off otherwise; true: on (system roots unless a CA is given); false: "
+        "plaintext, refused together with any TLS setting or an API key.",
+    )
+    temporal_tls_server_ca_cert_path: Path | None = Field(
+        default=None,
+        description="PEM file of the CA(s) that sign Temporal's server certificate (instead of "
+        "the system roots); not with TEMPORAL_TLS_SERVER_CA_CERT_DATA.",
+    )
+    temporal_tls_server_ca_cert_data: str | None = Field(
+        default=None,
+        description="The same CA(s) as inline PEM text (literal \\n accepted for line breaks).",
+    )
+    temporal_tls_client_cert_path: Path | None = Field(
+        default=None,
+        description="mTLS: PEM file of this process's client certificate (and its chain); "
+        "needs TEMPORAL_TLS_CLIENT_KEY_PATH.",
+    )
+    temporal_tls_client_key_path: Path | None = Field(
+        default=None,
+        description="mTLS: PEM file of the client certificate's private key (unencrypted).",
+    )
+    temporal_tls_server_name: str | None = Field(
+        default=None,
+        description="Server name for SNI and certificate verification, when it differs from "
+        "the host of TEMPORAL_ADDRESS.",
+    )
+    temporal_api_key: SecretStr | None = Field(
+        default=None,
+        description="API key (Temporal Cloud), sent as `authorization: Bearer <key>`; needs TLS.",
+    )
+    temporal_connect_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Bound on one attempt to connect to Temporal (TCP, TLS and the first call).",
+    )
+
+    @field_validator(
+        "temporal_tls",
+        "temporal_tls_server_ca_cert_path",
+        "temporal_tls_server_ca_cert_data",
+        "temporal_tls_client_cert_path",
+        "temporal_tls_client_key_path",
+        "temporal_tls_server_name",
+        "temporal_api_key",
+        mode="before",
+    )
+    @classmethod
+    def _blank_temporal_setting_is_unset(cls, value: object) -> object:
+        # `VAR=` (or a blank line in .env) means "not set", as it does for Temporal's own
+        # TEMPORAL_* variables; it is also how `orchestrator dev` unsets them for its stack.
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
 
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""

@@ -14,7 +14,7 @@ import logging
 
 from orchestrator.api.deps import AppState
 from orchestrator.config.settings import Settings
-from orchestrator.config.temporal import connect_temporal
+from orchestrator.config.temporal import TemporalUnavailable, connect_temporal
 from orchestrator.db.engine import build_engine
 from orchestrator.mcp.server import build_server
 from orchestrator.service import auth
@@ -36,7 +36,8 @@ async def run_stdio(settings: Settings, api_key: str) -> None:
         state = AppState(settings=settings, engine=engine)
         try:
             state.temporal = await connect_temporal(settings)
-        except RuntimeError as exc:
+        except TemporalUnavailable as exc:
+            # A refusal (TLS, credentials) ends the start; an unreachable Temporal does not.
             # Reads still work; submit and abort answer "unavailable" until it is back.
             log.warning("Temporal not reachable: %s", exc)
 

@@ -43,6 +43,12 @@ DEFAULT_STOP_TIMEOUT_SECONDS: Final = 10.0
 _PROBE_INTERVAL_SECONDS: Final = 0.25
 _LOG_TAIL_MAX_BYTES: Final = 64 * 1024
 _START_MARKER: Final = "===== "
+#: Settings for a secured Temporal (config/temporal.py); the stack's children get them blank.
+TEMPORAL_CONNECTION_VARIABLES: Final = tuple(
+    f"ORCHESTRATOR_{name.upper()}"
+    for name in Settings.model_fields
+    if name.startswith(("temporal_tls", "temporal_api_key"))
+)
 DEFAULT_PORTS: Final = StackPorts()
 
 
@@ -143,6 +149,9 @@ class DevStack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        # The local dev server speaks plaintext: a remote cluster's TLS settings and API key
+        # (from the shell or .env) must not reach the stack. Blank means unset.
+        env.update(dict.fromkeys(TEMPORAL_CONNECTION_VARIABLES, ""))
         # The database is the one thing a developer may deliberately point elsewhere
         # (e.g. a local PostgreSQL), so an existing setting is kept.
         env.setdefault("ORCHESTRATOR_DATABASE_URL", f"sqlite:///{self.var_dir}/orchestrator.db")
