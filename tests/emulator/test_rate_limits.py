@@ -147,21 +147,25 @@ async def test_a_retry_after_over_the_cap_fails_at_once_carrying_the_wait(
     assert recorder.sleeps == [] and recorder.calls == [("abort", "429")]
 
 
-async def test_a_start_refused_with_429_is_retried_and_starts_one_run(
+async def test_a_start_refused_with_429_is_not_resent_but_carries_its_retry_after(
     server: RunningEmulator,
 ) -> None:
+    """Only the start activity resends a start (it first looks for a run a lost answer
+    may have made); the Retry-After becomes that retry's delay."""
     recorder = Recorder()
     platform = adapter(server.url, recorder)
     server.control("POST", "/stats/reset")
-    fault_429(server, "/v2/actors/*/runs", method="POST", count=1, retryAfter=1)
+    fault_429(server, "/v2/actors/*/runs", method="POST", count=1, retryAfter=4)
 
-    run = await platform.start_run("ultron~generator", {"items": 1}, StartOptions())
+    with pytest.raises(PlatformError) as refused:
+        await platform.start_run("ultron~generator", {"items": 1}, StartOptions())
 
-    assert recorder.sleeps == [1.0]
-    assert recorder.calls == [("start", "429"), ("start", "ok")]
+    assert refused.value.kind is ErrorKind.RETRYABLE and refused.value.status_code == 429
+    assert refused.value.retry_after_seconds == 4.0
+    assert recorder.sleeps == [] and recorder.calls == [("start", "429")]
     stats = server.control("GET", "/stats")["data"]
-    assert stats["routes"]["POST /v2/actors/{actorId}/runs"] == 2
-    assert stats["statuses"] == {"201": 1, "429": 1}  # refused once, then one run
+    assert stats["routes"]["POST /v2/actors/{actorId}/runs"] == 1
+    run = await platform.start_run("ultron~generator", {"items": 1}, StartOptions())
     assert (await platform.get_run(run.id)) is not None
 
 

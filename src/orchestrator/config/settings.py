@@ -194,8 +194,8 @@ class Settings(BaseSettings):
         default=5,
         ge=1,
         le=20,
-        description="Attempts of one platform call (429, 5xx, network errors; a start only "
-        "on 429) before it fails as retryable and the activity's own retry takes over.",
+        description="Attempts of one platform call on 429, 5xx and network errors (a start "
+        "is sent once) before it fails as retryable and the activity's own retry takes over.",
     )
     platform_backoff_initial_seconds: float = Field(
         default=0.5,

@@ -8,11 +8,11 @@ failure to the domain. The client's own retries are off (``max_retries=0``) beca
 ignores ``Retry-After`` and its retries would bypass the pacing; a small transport
 subclass reads ``Retry-After`` from 429 answers, which the client's errors drop.
 
-A 429 is retried for every call, starts included: the platform refused the request
-before handling it, so no run was created. 5xx and network errors are retried for every
-call but a start, because the platform has no idempotency key for starts: a retried POST
-whose first answer was lost would start a second run (Temporal retries the start activity
-instead, which first looks for the run a lost attempt may have created).
+429, 5xx and network errors are retried in process for every call but a start. A start
+is never sent twice by the adapter, because the platform has no idempotency key for
+starts: a retried POST whose first answer was lost would start a second run. Temporal
+retries the start activity instead (which first looks for the run a lost attempt may have
+created), and a 429's ``Retry-After`` travels on the error to become that retry's delay.
 """
 
 from __future__ import annotations
@@ -227,8 +227,9 @@ class ApifyPlatform:
         Each attempt first waits for the rate limiter (``resource`` is the platform's
         notion of one: an actor, a run, a dataset). A 429 is retried after its
         ``Retry-After`` (capped; a longer one fails at once, carrying the wait), else after
-        Apify's exponential backoff; 5xx and network errors likewise, except for a start
-        (``start=True``). After ``max_attempts`` the error is a retryable
+        Apify's exponential backoff; 5xx and network errors likewise. A start
+        (``start=True``, paced under the run-start limit) is sent once: its 429 fails at
+        once, carrying the ``Retry-After``. After ``max_attempts`` the error is a retryable
         :class:`PlatformError`; every other error maps to its kind at once.
         """
         rules = self._retry
@@ -264,12 +265,14 @@ class ApifyPlatform:
 
     def _retryable(self, exc: BaseException, *, start: bool) -> bool:
         """Whether ``_call`` may send the request again after ``exc``."""
-        if isinstance(exc, ApifyApiError):
-            return exc.status_code == 429 or (not start and exc.status_code >= 500)
-        if start or isinstance(exc, ApifyClientError):
-            # A start whose answer was lost may have created the run; an unreadable answer
-            # to anything else is left to the caller's (activity's) retry.
+        if start:
+            # Only the start activity resends a start, after looking for the run a lost
+            # answer may have created; each refusal stays visible as its own spawn error.
             return False
+        if isinstance(exc, ApifyApiError):
+            return exc.status_code == 429 or exc.status_code >= 500
+        if isinstance(exc, ApifyClientError):
+            return False  # an unreadable answer is left to the activity's retry
         if isinstance(exc, impit.HTTPError):
             return self._client.http_client.is_retryable_transport_error(exc)
         return True  # TimeoutError, OSError: no answer came
