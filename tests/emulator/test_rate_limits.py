@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -24,6 +24,8 @@ from .conftest import TOKEN, RunningEmulator, local, make_config, start_emulator
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 UNLIMITED = RateLimits(per_resource=0, run_starts=0, overall=0)
+# Apify's backoff from 500 ms, as the settings default it.
+RULES = RetryRules(max_attempts=5, backoff_initial_seconds=0.5, retry_after_max_seconds=10)
 
 
 @dataclass
@@ -49,7 +51,7 @@ def adapter(
     recorder: Recorder,
     *,
     limits: RateLimits = UNLIMITED,
-    retry: RetryRules | None = None,
+    retry: RetryRules = RULES,
 ) -> ApifyPlatform:
     return ApifyPlatform(
         url,
@@ -117,7 +119,7 @@ async def test_without_retry_after_it_backs_off_exponentially_from_500_ms(
 
 async def test_attempts_are_bounded_then_the_error_is_retryable(server: RunningEmulator) -> None:
     recorder = Recorder()
-    platform = adapter(server.url, recorder, retry=RetryRules(max_attempts=3))
+    platform = adapter(server.url, recorder, retry=replace(RULES, max_attempts=3))
     run = await platform.start_run("ultron~generator", {"items": 1}, StartOptions())
     fault_429(server, "/v2/actor-runs/*", count=None, retryAfter=2)
     recorder.calls.clear()
@@ -134,7 +136,7 @@ async def test_a_retry_after_over_the_cap_fails_at_once_carrying_the_wait(
     server: RunningEmulator,
 ) -> None:
     recorder = Recorder()
-    platform = adapter(server.url, recorder, retry=RetryRules(retry_after_max_seconds=10))
+    platform = adapter(server.url, recorder, retry=replace(RULES, retry_after_max_seconds=10))
     run = await platform.start_run("ultron~generator", {"items": 1}, StartOptions())
     fault_429(server, "/v2/actor-runs/*/abort", method="POST", count=1, retryAfter=120)
     recorder.calls.clear()
@@ -211,7 +213,7 @@ async def burst_of_polls(platform: ApifyPlatform, run_id: str, n: int) -> list[A
 async def test_a_burst_of_polls_paced_by_the_adapter_gets_no_429(
     limited: RunningEmulator,
 ) -> None:
-    paced = adapter(limited.url, Recorder(), limits=RateLimits(per_resource=4))
+    paced = adapter(limited.url, Recorder(), limits=replace(UNLIMITED, per_resource=4))
     run = await paced.start_run("ultron~generator", {"hang": True}, StartOptions())
     limited.control("POST", "/stats/reset")
 
@@ -223,7 +225,7 @@ async def test_a_burst_of_polls_paced_by_the_adapter_gets_no_429(
     assert stats["statuses"] == {"200": 12}  # not one 429
 
     # The same burst unpaced (and not retried) is refused: the limit is really there.
-    unpaced = adapter(limited.url, Recorder(), retry=RetryRules(max_attempts=1))
+    unpaced = adapter(limited.url, Recorder(), retry=replace(RULES, max_attempts=1))
     limited.control("POST", "/stats/reset")
     answers = await burst_of_polls(unpaced, run.id, 12)
     refused = [a for a in answers if isinstance(a, PlatformError)]

@@ -191,9 +191,9 @@ class ApifyPlatform:
         api_url: str,
         token: str,
         *,
-        start_timeout: timedelta = timedelta(seconds=30),
-        rate_limits: RateLimits | None = None,
-        retry: RetryRules | None = None,
+        start_timeout: timedelta,
+        rate_limits: RateLimits,
+        retry: RetryRules,
         observe: CallObserver = _ignore_call,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         now: Callable[[], datetime] = _utc_now,
@@ -206,8 +206,8 @@ class ApifyPlatform:
         self._start_timeout = start_timeout
         base = api_url.rstrip("/")
         self._api_v2 = base if base.endswith("/v2") else base + "/v2"
-        self._limiter = PlatformRateLimiter(rate_limits or RateLimits())
-        self._retry = retry or RetryRules()
+        self._limiter = PlatformRateLimiter(rate_limits)
+        self._retry = retry
         self._observe = observe
         self._sleep = sleep
         self._now = now

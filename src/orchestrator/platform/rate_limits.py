@@ -26,9 +26,6 @@ from email.utils import parsedate_to_datetime
 
 from aiolimiter import AsyncLimiter
 
-# Apify's own recommendation: wait a random time in [d, 2d] from d = 500 ms, doubling.
-DEFAULT_BACKOFF_INITIAL_SECONDS = 0.5
-
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds a ``Retry-After`` header asks to wait (RFC 9110 §10.2.3), or None.
@@ -67,23 +64,25 @@ def backoff_seconds(
 
 @dataclass(frozen=True)
 class RateLimits:
-    """Calls per second this process allows itself (0 turns a limit off)."""
+    """Calls per second this process allows itself (0 turns a limit off). The defaults are
+    the settings' (``PLATFORM_RATE_LIMIT_*``)."""
 
-    per_resource: float = 50.0
-    run_starts: float = 300.0
-    overall: float = 1000.0
+    per_resource: float
+    run_starts: float
+    overall: float
 
 
 @dataclass(frozen=True)
 class RetryRules:
-    """How one platform call is retried in process before it fails as retryable."""
+    """How one platform call is retried in process before it fails as retryable. The
+    defaults are the settings' (``PLATFORM_MAX_ATTEMPTS`` etc.)."""
 
     # Attempts of one call in all (the first one included).
-    max_attempts: int = 5
-    backoff_initial_seconds: float = DEFAULT_BACKOFF_INITIAL_SECONDS
+    max_attempts: int
+    backoff_initial_seconds: float
     # The longest Retry-After we wait for in process; a longer one fails the call at once
     # (retryable, carrying the wait), so a durable retry waits instead of an activity slot.
-    retry_after_max_seconds: float = 10.0
+    retry_after_max_seconds: float
 
 
 class _Keyed:
