@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from apify_emulator import EmulatorConfig
+from apify_emulator.__main__ import parse_args
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import ErrorKind, PlatformError, StartOptions
 from orchestrator.platform.rate_limits import RateLimits, RetryRules
@@ -300,3 +302,11 @@ async def test_rate_limits_can_be_changed_at_run_time() -> None:
         assert changed.json()["data"] == {"rps": 2, "startRps": 400, "retryAfterSecs": 0}
         answers = [await http.get("/v2/actor-runs/noSuchRun12345678") for _ in range(4)]
         assert 429 in [a.status_code for a in answers]
+
+
+def test_retry_after_is_set_by_env_or_flag() -> None:
+    cfg = EmulatorConfig.from_env({"APIFY_EMULATOR_RATE_LIMIT_RETRY_AFTER_SECS": "3"})
+    assert cfg.rate_limit_retry_after_secs == 3
+    args = parse_args(["--rate-limit-retry-after-secs", "2"])
+    assert args.rate_limit_retry_after_secs == 2
+    assert EmulatorConfig().rate_limit_retry_after_secs == 0  # off: faithful to the docs
