@@ -61,6 +61,11 @@ APP_ENV: Final = {
     "ORCHESTRATOR_CAPACITY_RETRY_SECONDS": "1",
     "ORCHESTRATOR_INGEST_HEARTBEAT_SECONDS": "30",
     "ORCHESTRATOR_USAGE_SETTLE_SECONDS": repr(EMULATOR_USAGE_LAG_SECONDS + 0.5),
+    # The emulator above enforces no rate limit, so the orchestrator paces nothing either
+    # (its per-dataset default, 50 pages a second, would otherwise cap every ingest figure).
+    "ORCHESTRATOR_PLATFORM_RATE_LIMIT_PER_RESOURCE": "0",
+    "ORCHESTRATOR_PLATFORM_RATE_LIMIT_RUN_STARTS": "0",
+    "ORCHESTRATOR_PLATFORM_RATE_LIMIT_OVERALL": "0",
 }
 
 

@@ -34,6 +34,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-concurrent-runs", type=int, help="402 above this (0 = off)")
     parser.add_argument("--max-total-memory-mbytes", type=int, help="402 above this (0 = off)")
     parser.add_argument("--rate-limit-rps", type=int, help="per-resource req/s (0 = off)")
+    parser.add_argument(
+        "--rate-limit-retry-after-secs",
+        type=int,
+        help="Retry-After seconds on rate-limit 429s (0 = none, as Apify documents none)",
+    )
     parser.add_argument("--webhook-retry-base-secs", type=float, help="first retry delay")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     return parser.parse_args(argv)

@@ -40,7 +40,9 @@ class Emulator:
         self.store = Store(cfg)
         self.faults = Faults(cfg.fault_seed)
         self.stats = Stats()
-        self.limiter = RateLimiter(cfg.rate_limit_rps, cfg.rate_limit_start_rps)
+        self.limiter = RateLimiter(
+            cfg.rate_limit_rps, cfg.rate_limit_start_rps, cfg.rate_limit_retry_after_secs
+        )
         self.dispatcher = WebhookDispatcher(cfg, self.store, self.faults, self.stats)
         self.api = ApifyApi(cfg, self.store, self.dispatcher)
         self.routes: list[BaseRoute] = []

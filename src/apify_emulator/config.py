@@ -43,6 +43,9 @@ class EmulatorConfig:
     # Per-resource requests per second (0 disables). Apify: 60 by default, 400 for run starts.
     rate_limit_rps: int = 60
     rate_limit_start_rps: int = 400
+    # Retry-After (whole seconds) on the rate limiter's 429s; 0 sends none, as Apify documents
+    # none. Lets tests prove a client honours the header.
+    rate_limit_retry_after_secs: int = 0
     # How long a "lost start answer" in hang mode keeps the connection open (real seconds).
     lost_answer_hang_secs: float = 300.0
     # Scripted windows (scaled): READY before RUNNING, TIMING-OUT and graceful ABORTING.

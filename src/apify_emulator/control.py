@@ -69,6 +69,15 @@ class _Control:
             self.em.faults.clear()
         if body.get("stats", True):
             self.em.stats.reset()
+        if body.get("rateLimits", True):
+            cfg = self.em.cfg
+            self.em.limiter.update(
+                {
+                    "rps": cfg.rate_limit_rps,
+                    "startRps": cfg.rate_limit_start_rps,
+                    "retryAfterSecs": cfg.rate_limit_retry_after_secs,
+                }
+            )
         log.info("reset %s", body or "everything")
         return _ok({"reset": True})
 
@@ -93,6 +102,14 @@ class _Control:
     async def add_webhook(self, request: Request) -> Response:
         return _ok(dataclasses.asdict(self.em.faults.add_webhook(await _body(request))), 201)
 
+    async def rate_limits(self, request: Request) -> Response:
+        return _ok(self.em.limiter.describe())
+
+    async def set_rate_limits(self, request: Request) -> Response:
+        self.em.limiter.update(await _body(request))
+        log.info("rate limits now %s", self.em.limiter.describe())
+        return _ok(self.em.limiter.describe())
+
     async def config(self, request: Request) -> Response:
         data = dataclasses.asdict(self.em.cfg)
         data["tokens"] = ["***" for _ in self.em.cfg.tokens]  # never echo secrets
@@ -112,4 +129,6 @@ class _Control:
             Route("/_emulator/faults/lost-start", self.add_lost_start, methods=["POST"]),
             Route("/_emulator/faults/webhooks", self.add_webhook, methods=["POST"]),
             Route("/_emulator/faults/{faultId}", self.delete_fault, methods=["DELETE"]),
+            Route("/_emulator/rate-limits", self.rate_limits, methods=["GET"]),
+            Route("/_emulator/rate-limits", self.set_rate_limits, methods=["PUT"]),
         ]

@@ -50,6 +50,18 @@ def _check_count(count: Any) -> int | None:
     return count
 
 
+def _check_retry_after(value: Any) -> int | str | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip() and "\n" not in value and "\r" not in value:
+        return value.strip()
+    raise ApiError.invalid(
+        "'retryAfter' must be whole seconds (a non-negative integer), an HTTP-date string or null"
+    )
+
+
 @dataclass
 class HttpFault:
     """Answer matching Apify calls with an error (and/or after a delay) instead of handling them."""
@@ -63,6 +75,8 @@ class HttpFault:
     delayMs: float = 0.0
     errorType: str | None = None
     message: str | None = None
+    # Sent as the Retry-After header: whole seconds or an HTTP-date, verbatim (None: none).
+    retryAfter: int | str | None = None
     id: str = field(default_factory=new_id)
 
     def matches(self, method: str, path: str) -> bool:
@@ -114,6 +128,7 @@ class Faults:
             delayMs=float(body.get("delayMs", 0)),
             errorType=body.get("errorType"),
             message=body.get("message"),
+            retryAfter=_check_retry_after(body.get("retryAfter")),
         )
         self.http.append(fault)
         return fault
@@ -245,10 +260,31 @@ class RateLimiter:
     windows) but need no timers and are easy to reason about in tests.
     """
 
-    def __init__(self, rps: int, start_rps: int) -> None:
+    def __init__(self, rps: int, start_rps: int, retry_after_secs: int = 0) -> None:
         self.rps = rps
         self.start_rps = start_rps
+        # Retry-After on its 429s (0: none, as Apify documents none).
+        self.retry_after_secs = retry_after_secs
         self._windows: dict[str, tuple[int, int]] = {}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "rps": self.rps,
+            "startRps": self.start_rps,
+            "retryAfterSecs": self.retry_after_secs,
+        }
+
+    def update(self, body: dict[str, Any]) -> None:
+        """Change limits at run time (control API); fields left out keep their value."""
+        values: dict[str, int] = {}
+        for name in ("rps", "startRps", "retryAfterSecs"):
+            value = body.get(name, self.describe()[name])
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ApiError.invalid(f"'{name}' must be a non-negative integer")
+            values[name] = value
+        self.rps, self.start_rps = values["rps"], values["startRps"]
+        self.retry_after_secs = values["retryAfterSecs"]
+        self._windows.clear()
 
     def limit_for(self, method: str, path: str) -> tuple[str, int]:
         parts = path.strip("/").split("/")

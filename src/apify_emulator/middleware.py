@@ -75,10 +75,12 @@ class EmulatorMiddleware:
 
         try:
             if not allowed:
+                retry_after = em.limiter.retry_after_secs
                 error = ApiError(
                     429,
                     "rate-limit-exceeded",
                     f"You have exceeded the rate limit of {limit} requests per second",
+                    headers={"Retry-After": str(retry_after)} if retry_after > 0 else None,
                 )
                 await error.response()(scope, receive, send_wrapper)
                 return
@@ -92,6 +94,9 @@ class EmulatorMiddleware:
                         fault.status,
                         fault.errorType or ERROR_TYPES.get(fault.status, "internal-server-error"),
                         fault.message or f"Injected fault ({fault.status})",
+                        headers=None
+                        if fault.retryAfter is None
+                        else {"Retry-After": str(fault.retryAfter)},
                     )
                     await error.response()(scope, receive, send_wrapper)
                     return

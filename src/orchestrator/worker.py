@@ -37,6 +37,7 @@ from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
+from orchestrator.platform.rate_limits import RateLimits, RetryRules
 from orchestrator.service.reconcile import Reconciler
 from orchestrator.workflows.poller import PollerWorkflow
 from orchestrator.workflows.reconciler import (
@@ -76,6 +77,16 @@ def build_platform(settings: Settings) -> Platform:
         settings.apify_api_url,
         settings.apify_token.get_secret_value(),
         start_timeout=timedelta(seconds=settings.platform_start_timeout_seconds),
+        rate_limits=RateLimits(
+            per_resource=settings.platform_rate_limit_per_resource,
+            run_starts=settings.platform_rate_limit_run_starts,
+            overall=settings.platform_rate_limit_overall,
+        ),
+        retry=RetryRules(
+            max_attempts=settings.platform_max_attempts,
+            backoff_initial_seconds=settings.platform_backoff_initial_seconds,
+            retry_after_max_seconds=settings.platform_retry_after_max_seconds,
+        ),
     )
 
 

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import httpx
 import pytest
 
+from orchestrator.config.settings import Settings
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import ErrorKind, PlatformError, RunWebhook, StartOptions
+from orchestrator.worker import build_platform
 
 from .conftest import AUTH, TOKEN, RunningEmulator
 
 
 @pytest.fixture
 def platform(server: RunningEmulator) -> ApifyPlatform:
-    return ApifyPlatform(server.url, TOKEN, start_timeout=timedelta(seconds=5))
+    # Built as the worker builds it, with the settings' rate limits and retry rules.
+    settings = Settings(
+        apify_api_url=server.url, apify_token=TOKEN, platform_start_timeout_seconds=5
+    )
+    built = build_platform(settings)
+    assert isinstance(built, ApifyPlatform)
+    return built
 
 
 def status_reads(server: RunningEmulator) -> int:

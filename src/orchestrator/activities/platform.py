@@ -74,6 +74,12 @@ def as_activity_error(exc: PlatformError, capacity_delay: float) -> ApplicationE
         return ApplicationError(
             exc.message, type=ERR_CAPACITY, next_retry_delay=timedelta(seconds=capacity_delay)
         )
+    if exc.retry_after_seconds is not None:  # a 429's Retry-After, too long to wait in process
+        return ApplicationError(
+            exc.message,
+            type=ERR_RETRYABLE,
+            next_retry_delay=timedelta(seconds=exc.retry_after_seconds),
+        )
     return ApplicationError(exc.message, type=ERR_RETRYABLE)
 
 

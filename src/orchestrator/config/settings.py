@@ -229,6 +229,49 @@ class Settings(BaseSettings):
             return None
         return value
 
+    # -- platform rate limits (docs/OPERATIONS.md "Platform rate limits") ------------------
+    platform_rate_limit_per_resource: float = Field(
+        default=50.0,
+        ge=0,
+        description="Calls a second this process sends to one platform resource (an actor, "
+        "a run, a dataset); Apify allows 60 per resource. With N processes give each a "
+        "share (60/N or less). 0 turns it off.",
+    )
+    platform_rate_limit_run_starts: float = Field(
+        default=300.0,
+        ge=0,
+        description="Run starts a second this process sends for one actor; Apify allows 400. "
+        "With N processes give each a share (400/N or less). 0 turns it off.",
+    )
+    platform_rate_limit_overall: float = Field(
+        default=1000.0,
+        ge=0,
+        description="Platform calls a second this process sends in all; Apify allows a user "
+        "250000 a minute (about 4166 a second). With N processes give each a share. "
+        "0 turns it off.",
+    )
+    platform_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Attempts of one platform call on 429, 5xx and network errors (a start "
+        "is sent once) before it fails as retryable and the activity's own retry takes over.",
+    )
+    platform_backoff_initial_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description="First wait before retrying a platform call without Retry-After; random "
+        "in [d, 2d], doubling each retry (Apify's documented backoff from 500 ms).",
+    )
+    platform_retry_after_max_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=300,
+        description="Longest Retry-After of a 429 waited for in process; a longer one fails "
+        "the call at once and the activity retries after the Retry-After instead.",
+    )
+
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""
         return FollowSettings(

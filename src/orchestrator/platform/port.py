@@ -30,12 +30,16 @@ class PlatformError(Exception):
         *,
         status_code: int | None = None,
         error_type: str | None = None,
+        retry_after_seconds: float | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.status_code = status_code
         self.error_type = error_type
+        # A retryable error the platform said when to retry (429 ``Retry-After``), if longer
+        # than the adapter waits for in process: the caller's retry should wait this long.
+        self.retry_after_seconds = retry_after_seconds
 
 
 @dataclass(frozen=True)
