@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.cli.devstack import DevStack
 from orchestrator.platform.webhook_auth import WEBHOOK_TOKEN_HEADER, derive_webhook_token
+from tests.support.waiting import eventually
 
 from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
 from .support import (
@@ -20,6 +21,7 @@ from .support import (
     events,
     generator,
     request,
+    settled_run,
     submit,
     wait_terminal,
 )
@@ -119,7 +121,9 @@ def test_the_receiver_rejects_what_it_cannot_trust_with_no_side_effect(stack: De
     secret = webhook_secret(stack)
     with api_client(stack) as api:
         run_id = submit(api, request(generator(items=3, durationSecs=1)))
-        run = wait_terminal(api, run_id)
+        # Quiet first: usage settles (and the run's own webhook may land) after the end.
+        run = settled_run(api, run_id)
+        eventually(lambda: event_kinds(api, run_id)["child.webhook"] >= 1, timeout=30)
         child = run["children"][0]["id"]
         before = len(events(api, run_id))
         good = derive_webhook_token(secret, child)
