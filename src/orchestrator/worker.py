@@ -56,7 +56,7 @@ WORKFLOWS = [ScraperOrchestrator, PollerWorkflow, ReconcilerWorkflow, RowDeliver
 def activity_config(settings: Settings) -> ActivityConfig:
     return ActivityConfig(
         public_url=settings.public_url,
-        webhook_secret=settings.webhook_secret.get_secret_value(),
+        webhook_secret=settings.secret("webhook_secret"),
         follow=settings.follow_settings(),
         dataset_page_size=settings.dataset_page_size,
         max_input_bytes=settings.max_input_bytes,
@@ -64,7 +64,7 @@ def activity_config(settings: Settings) -> ActivityConfig:
         usage_settle_seconds=settings.usage_settle_seconds,
         usage_settle_interval_seconds=settings.usage_settle_interval_seconds,
         usage_settle_max_reads=settings.usage_settle_max_reads,
-        callback_secret_key=settings.callback_secret_key.get_secret_value(),
+        callback_secret_key=settings.secret("callback_secret_key"),
         allow_insecure_callback_localhost=settings.allow_insecure_callback_localhost,
         callback_retry_initial_seconds=settings.callback_retry_initial_seconds,
         row_batch_max_rows=settings.row_batch_max_rows,
@@ -75,7 +75,7 @@ def activity_config(settings: Settings) -> ActivityConfig:
 def build_platform(settings: Settings) -> Platform:
     return ApifyPlatform(
         settings.apify_api_url,
-        settings.apify_token.get_secret_value(),
+        settings.secret("apify_token"),
         start_timeout=timedelta(seconds=settings.platform_start_timeout_seconds),
         rate_limits=RateLimits(
             per_resource=settings.platform_rate_limit_per_resource,

@@ -19,6 +19,7 @@ from orchestrator.platform.webhook_auth import (
     derive_webhook_token,
 )
 from orchestrator.service.errors import InvalidIdempotencyKey
+from tests.support.secrets import TEST_SECRETS
 from tests.unit.api_harness import Api
 
 
@@ -95,14 +96,14 @@ async def test_an_undecodable_body_is_a_documented_malformed_body(api: Api) -> N
 
 
 def test_every_operation_must_be_in_the_status_table() -> None:
-    app = create_app(Settings(database_url="sqlite://", callback_secret_key="k"))
+    app = create_app(Settings(database_url="sqlite://", **TEST_SECRETS))
     assert app.openapi()["paths"]  # builds: every route is in the table
     extra = APIRouter()
 
     @extra.get("/undeclared")
     def undeclared() -> None: ...
 
-    app = create_app(Settings(database_url="sqlite://", callback_secret_key="k"))
+    app = create_app(Settings(database_url="sqlite://", **TEST_SECRETS))
     app.include_router(extra)
     with pytest.raises(RuntimeError, match="GET /undeclared is missing"):
         app.openapi()
@@ -110,7 +111,7 @@ def test_every_operation_must_be_in_the_status_table() -> None:
 
 async def test_webhook_answers_are_the_declared_ones(api: Api) -> None:
     # The generated run reaches the webhook's 400 only by chance (a valid token and a bad body).
-    secret = api.settings.webhook_secret.get_secret_value()
+    secret = api.settings.secret("webhook_secret")
     declared = PROBLEMS[("post", "/webhooks/platform")]
     child = "run_nothere.0"
     headers = {WEBHOOK_TOKEN_HEADER: derive_webhook_token(secret, child)}

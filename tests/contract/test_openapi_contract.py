@@ -70,6 +70,7 @@ from orchestrator.platform.webhook_auth import (
 from orchestrator.service.auth import create_key
 from orchestrator.service.submission import build_run
 from orchestrator.service.usage import MAX_USAGE_DAYS
+from tests.support.secrets import TEST_SECRETS
 from tests.unit.api_harness import CALLBACK_KEY, FakeTemporal
 
 WORKSPACE = "ws_contract"
@@ -109,7 +110,7 @@ class ContractApp:
             self.workspace_key = create_key(
                 conn, workspace_id=WORKSPACE, name="contract", callback_secret_key=CALLBACK_KEY
             ).plaintext
-        settings = Settings(database_url=url, callback_secret_key=CALLBACK_KEY)
+        settings = Settings(database_url=url, **TEST_SECRETS)
         self.app: FastAPI = create_app(settings)
         # The ASGI client runs the lifespan, which would connect to Temporal; the state is
         # set here instead, as in tests/unit/api_harness.
@@ -123,7 +124,7 @@ class ContractApp:
             insert_run(conn, run)
         #: A child that exists, so valid webhooks get past the look-up.
         self.child_id = run.children[0].id
-        self.webhook_secret = settings.webhook_secret.get_secret_value()
+        self.webhook_secret = settings.secret("webhook_secret")
         #: Idempotency-Key → fingerprint of the one body it was sent with.
         self.idempotency: dict[str, str] = {}
         #: Whether the run under way uses the admin key.

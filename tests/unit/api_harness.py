@@ -22,8 +22,9 @@ from orchestrator.config.settings import Settings
 from orchestrator.db.queries.registry import load_registry_file, seed_registry
 from orchestrator.db.schema import metadata, scrape_children, scrape_runs
 from orchestrator.service.auth import create_key
+from tests.support.secrets import TEST_CALLBACK_SECRET_KEY, TEST_SECRETS
 
-CALLBACK_KEY = "test-callback-server-key"
+CALLBACK_KEY = TEST_CALLBACK_SECRET_KEY
 
 
 class _Handle:
@@ -130,11 +131,8 @@ async def api_for(engine: Engine, **overrides: Any) -> AsyncIterator[Api]:
 
 @asynccontextmanager
 async def _api_for(engine: Engine, **overrides: Any) -> AsyncIterator[Api]:
-    settings = Settings(
-        database_url=engine.url.render_as_string(hide_password=False),
-        callback_secret_key=CALLBACK_KEY,
-        **overrides,
-    )
+    database_url = engine.url.render_as_string(hide_password=False)
+    settings = Settings(**({"database_url": database_url} | TEST_SECRETS | overrides))
     with engine.begin() as conn:
         # Overwrite: a test before this one may have edited the shared database's registry.
         seed_registry(conn, load_registry_file(bundled_registry_text()), overwrite=True)

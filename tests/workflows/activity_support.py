@@ -14,13 +14,14 @@ from orchestrator.config.settings import Settings
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.ids import child_id, new_run_id
 from orchestrator.worker import activity_config
+from tests.support.secrets import TEST_SECRETS
 from tests.workflows.fakes import FakePlatform
 
 #: Settings of the test workers (overridable per test); every other value is the default of
 #: ``config.settings.Settings``.
 TEST_CONFIG: dict[str, Any] = {
+    **TEST_SECRETS,
     "public_url": "http://127.0.0.1:9",
-    "webhook_secret": "test-secret",
     "poll_interval_seconds": 1.0,
     "poll_long_wait_seconds": 0,
     "dataset_page_size": 7,

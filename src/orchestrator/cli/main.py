@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import httpx
 import typer
@@ -87,7 +87,7 @@ def api(
     from orchestrator.app import create_app
 
     _logging(log_level)
-    settings = Settings()
+    settings = _settings_safe_to_start("api")
     try:
         uvicorn.run(
             create_app(settings),
@@ -106,11 +106,25 @@ def worker(log_level: str = "info") -> None:
     from orchestrator.worker import run_worker
 
     _logging(log_level)
+    settings = _settings_safe_to_start("worker")
     try:
-        asyncio.run(run_worker(Settings()))
+        asyncio.run(run_worker(settings))
     except TemporalSetupError as exc:  # wrong settings or a refusal: say which, no traceback
         typer.echo(f"cannot start the worker: {exc}", err=True)
         _exit_after_failed_start(1)
+
+
+def _settings_safe_to_start(process: Literal["api", "worker"]) -> Settings:
+    """The settings, or exit 2 naming every unsafe one (config/safety.py; never a value)."""
+    from orchestrator.config.safety import UnsafeSettingsError, check_start
+
+    settings = Settings()
+    try:
+        check_start(settings, process)
+    except UnsafeSettingsError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    return settings
 
 
 @app.command()
@@ -426,6 +440,22 @@ def actors_history(
     console.print(table)
 
 
+#: Commands that derive workspace secrets read the local stack's generated secrets too
+#: (``orchestrator dev`` keeps them in var/dev-secrets.env), as they read its database;
+#: ``.env`` and the environment win over them.
+_DEV_ENV_FILES = (Path("var") / "dev-secrets.env", Path(".env"))
+
+
+def _callback_secret_key(settings: Settings) -> str:
+    from orchestrator.config.settings import MissingSecretError
+
+    try:
+        return settings.secret("callback_secret_key")
+    except MissingSecretError as exc:
+        typer.echo(f"{exc}: give it the API's and workers' value", err=True)
+        raise typer.Exit(2) from None
+
+
 keys_app = typer.Typer(help="Create, list and revoke API keys (talks to the database).")
 app.add_typer(keys_app, name="keys")
 workspaces_app = typer.Typer(help="Workspace settings: callback signing secret, spending limit.")
@@ -445,14 +475,12 @@ def keys_create(
     if (workspace is None) == (not admin):
         console.print("[red]choose exactly one of --workspace WS and --admin[/red]")
         raise typer.Exit(2)
-    settings = Settings()
+    settings = Settings(_env_file=_DEV_ENV_FILES)
+    server_key = _callback_secret_key(settings)
     engine = prepare_database(settings)
     with engine.begin() as conn:
         created = create_key(
-            conn,
-            workspace_id=workspace,
-            name=name,
-            callback_secret_key=settings.callback_secret_key.get_secret_value(),
+            conn, workspace_id=workspace, name=name, callback_secret_key=server_key
         )
     engine.dispose()
     scope = f"workspace {workspace}" if workspace else "admin"
@@ -514,13 +542,14 @@ def workspaces_rotate_secret(
     from orchestrator.config.bootstrap import prepare_database
     from orchestrator.service.workspaces import rotate_callback_secret
 
-    settings = Settings()
+    settings = Settings(_env_file=_DEV_ENV_FILES)
+    server_key = _callback_secret_key(settings)
     engine = prepare_database(settings)
     with engine.begin() as conn:
         rotated = rotate_callback_secret(
             conn,
             workspace,
-            server_key=settings.callback_secret_key.get_secret_value(),
+            server_key=server_key,
             grace=timedelta(seconds=settings.callback_secret_grace_seconds),
         )
     engine.dispose()

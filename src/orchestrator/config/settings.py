@@ -3,11 +3,16 @@
 The defaults describe the local stack started by ``orchestrator dev``: a SQLite file under
 ``var/``, a Temporal dev server on 127.0.0.1:7233 and the platform emulator on
 127.0.0.1:8765. Production overrides them through the environment; see docs/OPERATIONS.md.
+The secrets have no default at all: ``orchestrator dev`` generates its own, and a process
+started without them refuses to start (``config/safety.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,6 +20,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from orchestrator.domain.follow import FollowSettings
 
 DEFAULT_VAR_DIR = Path("var")
+
+#: The settings that are secrets without a default (``Settings.secret`` reads them).
+SecretName = Literal["apify_token", "webhook_secret", "callback_secret_key"]
+
+
+class MissingSecretError(ValueError):
+    """A secret setting is unset (and development mode is off); names the variable only."""
 
 
 class Settings(BaseSettings):
@@ -39,17 +51,18 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:8765",
         description="Base URL of the Apify API (the local emulator by default).",
     )
-    apify_token: SecretStr = Field(
-        default=SecretStr("emulator-token"), description="Apify API token (sent as a bearer)."
+    apify_token: SecretStr | None = Field(
+        default=None, description="Apify API token (sent as a bearer). Required by the worker."
     )
 
     public_url: str = Field(
         default="http://127.0.0.1:8000",
         description="URL at which the platform can reach this API (webhooks point here).",
     )
-    webhook_secret: SecretStr = Field(
-        default=SecretStr("local-development-webhook-secret"),
-        description="Server secret from which each child's platform-webhook secret is derived.",
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Server secret from which each child's platform-webhook secret is derived. "
+        "Required; at least 32 characters.",
     )
 
     poll_interval_seconds: float = Field(
@@ -122,10 +135,10 @@ class Settings(BaseSettings):
         description="An admin API key (ork_… format) the API registers on start if absent; "
         "how a fresh deployment (and `orchestrator dev`) gets its first key.",
     )
-    callback_secret_key: SecretStr = Field(
-        default=SecretStr("local-development-callback-secret-key"),
+    callback_secret_key: SecretStr | None = Field(
+        default=None,
         description="Server key from which each workspace's callback signing secret is "
-        "derived; the same on every API and worker process.",
+        "derived; the same on every API and worker process. Required; at least 32 characters.",
     )
     callback_secret_grace_seconds: float = Field(
         default=24 * 3600.0,
@@ -271,6 +284,33 @@ class Settings(BaseSettings):
         description="Longest Retry-After of a 429 waited for in process; a longer one fails "
         "the call at once and the activity retries after the Retry-After instead.",
     )
+
+    # -- secrets and development mode (docs/OPERATIONS.md "Secrets") ---------------------
+    insecure_dev_mode: bool = Field(
+        default=False,
+        description="Never in production: lets `api` and `worker` start without secrets (the "
+        "public development values stand in) and with unsafe settings, warning of each.",
+    )
+
+    #: What stands in for an unset secret in development mode. Public (they are in this
+    #: file), so ``config/safety.py`` refuses them outside development mode.
+    DEVELOPMENT_SECRETS: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "apify_token": "emulator-token",  # what the platform emulator accepts by default
+            "webhook_secret": "local-development-webhook-secret",
+            "callback_secret_key": "local-development-callback-secret-key",
+        }
+    )
+
+    def secret(self, name: SecretName) -> str:
+        """The value of secret setting ``name``; in development mode the public development
+        value when it is unset. Raises :class:`MissingSecretError` naming the variable."""
+        value: SecretStr | None = getattr(self, name)
+        if value is not None and value.get_secret_value():  # an empty variable is unset
+            return value.get_secret_value()
+        if self.insecure_dev_mode:
+            return self.DEVELOPMENT_SECRETS[name]
+        raise MissingSecretError(f"ORCHESTRATOR_{name.upper()} is not set")
 
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""

@@ -70,7 +70,7 @@ def key_view(record: key_queries.ApiKeyRecord) -> KeyView:
     summary="Create an API key (workspace-scoped, or admin when workspaceId is null).",
 )
 async def create_key(body: CreateKeyRequest, _admin: AdminCaller, app_state: State) -> JSONResponse:
-    server_key = app_state.settings.callback_secret_key.get_secret_value()
+    server_key = app_state.settings.secret("callback_secret_key")
 
     def create() -> auth.CreatedKey:
         with app_state.engine.begin() as conn:
@@ -134,7 +134,7 @@ async def rotate_secret(workspace_id: str, caller: Caller, app_state: State) -> 
             rotated = rotate_callback_secret(
                 conn,
                 workspace_id,
-                server_key=settings.callback_secret_key.get_secret_value(),
+                server_key=settings.secret("callback_secret_key"),
                 grace=timedelta(seconds=settings.callback_secret_grace_seconds),
                 caller=caller,
             )

@@ -76,6 +76,6 @@ async def platform_webhook(request: Request, state: State) -> JSONResponse:
         dispatch_id=request.headers.get("X-Apify-Webhook-Dispatch-Id", ""),
         read_body=_body_reader(request),
     )
-    secret = state.settings.webhook_secret.get_secret_value()
+    secret = state.settings.secret("webhook_secret")
     await receive_platform_webhook(state.engine, state.temporal, secret, hook)
     return JSONResponse({"accepted": True}, status_code=202)

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -37,6 +38,10 @@ logger = logging.getLogger(__name__)
 
 #: The local stack's admin API key lives here (mode 0600); ``orchestrator submit`` reads it.
 DEV_API_KEY_FILE: Final = "dev-api-key"
+#: The local stack's own server secrets (mode 0600, ``VARIABLE=value`` lines), generated once
+#: and given to every API and worker process; ``orchestrator keys create`` reads them too.
+DEV_SECRETS_FILE: Final = "dev-secrets.env"
+DEV_SECRET_VARIABLES: Final = ("ORCHESTRATOR_WEBHOOK_SECRET", "ORCHESTRATOR_CALLBACK_SECRET_KEY")
 
 DEFAULT_STARTUP_TIMEOUT_SECONDS: Final = 60.0
 DEFAULT_STOP_TIMEOUT_SECONDS: Final = 10.0
@@ -113,6 +118,8 @@ class DevStack:
         self._lock = threading.RLock()
         self._api_key: str | None = None
         self._unsaved_api_key = False
+        self._dev_secrets: dict[str, str] | None = None
+        self._unsaved_dev_secrets = False
 
     def __repr__(self) -> str:
         running = [name for name in self.components if self.is_running(name)]
@@ -142,6 +149,8 @@ class DevStack:
                 "ORCHESTRATOR_TEMPORAL_ADDRESS": self.temporal_address,
                 "ORCHESTRATOR_APIFY_API_URL": f"http://{HOST}:{self.ports.emulator}",
                 "ORCHESTRATOR_APIFY_TOKEN": EMULATOR_TOKEN,
+                # Ours too: a shell holding production secrets must not lend them to us.
+                **self.dev_secrets,
                 "ORCHESTRATOR_PUBLIC_URL": f"http://{HOST}:{self.ports.api}",
                 "ORCHESTRATOR_API_HOST": HOST,
                 "ORCHESTRATOR_API_PORT": str(self.ports.api),
@@ -204,6 +213,39 @@ class DevStack:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(key + "\n")
         self._unsaved_api_key = False
+
+    @property
+    def dev_secrets(self) -> dict[str, str]:
+        """The stack's server secrets (``DEV_SECRET_VARIABLES`` → value): those kept in
+        ``<var>/dev-secrets.env``, and new random ones for any missing there
+        (``save_dev_secrets`` keeps them when the first process starts), so they survive
+        restarts. Secrets: never log them."""
+        if self._dev_secrets is None:
+            path = self.var_dir / DEV_SECRETS_FILE
+            kept = _read_env_file(path) if path.is_file() else {}
+            self._dev_secrets = {
+                name: kept.get(name) or secrets.token_urlsafe(32) for name in DEV_SECRET_VARIABLES
+            }
+            self._unsaved_dev_secrets = any(not kept.get(name) for name in DEV_SECRET_VARIABLES)
+        return dict(self._dev_secrets)
+
+    def save_dev_secrets(self) -> None:
+        """Write newly generated secrets to ``<var>/dev-secrets.env`` (mode 0600)."""
+        values = self.dev_secrets
+        if not self._unsaved_dev_secrets:
+            return
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        path = self.var_dir / DEV_SECRETS_FILE
+        partial = path.with_name(path.name + ".new")
+        partial.unlink(missing_ok=True)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(
+                "# Secrets of the local stack (orchestrator dev), generated once; local only.\n"
+            )
+            f.writelines(f"{name}={value}\n" for name, value in values.items())
+        os.replace(partial, path)  # whole or not at all
+        self._unsaved_dev_secrets = False
 
     @property
     def api_headers(self) -> dict[str, str]:
@@ -323,6 +365,7 @@ class DevStack:
     def _spawn(self, name: str) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.save_dev_secrets()  # before any process holds them: they must not change later
         component = self.component(name)
         if component.prepare is not None:
             component.prepare()
@@ -460,6 +503,16 @@ class DevStack:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    """``VARIABLE=value`` lines of a file we wrote (comments and blank lines skipped)."""
+    found: dict[str, str] = {}
+    for line in path.read_text("utf-8").splitlines():
+        name, sep, value = line.strip().partition("=")
+        if sep and not name.startswith("#"):
+            found[name.strip()] = value.strip()
+    return found
 
 
 def describe_exit(code: int) -> str:
