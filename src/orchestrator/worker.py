@@ -35,6 +35,12 @@ from orchestrator.activities.steps import StepActivities
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
+from orchestrator.observability.exposition import (
+    serve_worker_metrics,
+    temporal_runtime,
+    worker_registry,
+)
+from orchestrator.observability.tracing import tracing_interceptors
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
 from orchestrator.service.reconcile import Reconciler
@@ -131,7 +137,12 @@ async def ensure_reconcile_schedule(client: Client, task_queue: str, every: time
 async def run_worker(settings: Settings) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     engine = prepare_database(settings)
-    client = await connect_temporal(settings)
+    client = await connect_temporal(
+        settings,
+        runtime=temporal_runtime(settings),
+        interceptors=tracing_interceptors(settings, "orchestrator-worker"),
+    )
+    stop_metrics = serve_worker_metrics(settings, worker_registry())
     deps = ActivityDeps(
         engine=engine, platform=build_platform(settings), config=activity_config(settings)
     )
@@ -147,4 +158,6 @@ async def run_worker(settings: Settings) -> None:
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
+    if stop_metrics is not None:
+        stop_metrics()
     engine.dispose()
