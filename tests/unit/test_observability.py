@@ -4,8 +4,10 @@ activities move, and the API's ``/metrics`` (its access rule and its format)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,6 +16,7 @@ from temporalio.testing import ActivityEnvironment
 
 from orchestrator.activities.delivery import send_attempt
 from orchestrator.activities.ingest import IngestActivities
+from orchestrator.config.settings import Settings
 from orchestrator.db.engine import build_engine
 from orchestrator.db.schema import scrape_children
 from orchestrator.observability.collectors import (
@@ -22,7 +25,11 @@ from orchestrator.observability.collectors import (
     DatabaseCollector,
     WorkspaceSlots,
 )
-from orchestrator.observability.exposition import api_registry
+from orchestrator.observability.exposition import (
+    api_registry,
+    serve_worker_metrics,
+    worker_registry,
+)
 from orchestrator.observability.metrics import PROCESS
 from orchestrator.workflows.types import IngestInput, SettleUsageInput
 
@@ -212,3 +219,27 @@ async def test_api_metrics_need_an_admin_key_unless_opened(engine: Engine) -> No
     async with api_for(engine, metrics_require_key=False) as api:
         api.app.state.metrics = api_registry(engine, api.settings)
         assert (await api.client.get("/metrics")).status_code == 200
+
+
+def test_the_worker_serves_its_counters_on_its_own_port_and_stops() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(_env_file=None, worker_metrics_port=port)
+    stop = serve_worker_metrics(settings, worker_registry())
+    assert stop is not None
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert response.status_code == 200
+        names = {family.name for family in text_string_to_metric_families(response.text)}
+        assert {"orchestrator_rows_ingested", "orchestrator_callback_attempts"} <= names
+        assert "orchestrator_requests" not in names  # the database gauges are the API's
+    finally:
+        stop()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+    assert serve_worker_metrics(Settings(_env_file=None), worker_registry()) is None
+    assert (
+        serve_worker_metrics(Settings(_env_file=None, worker_metrics_port=0), CollectorRegistry())
+        is None
+    )
