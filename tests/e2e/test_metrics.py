@@ -14,6 +14,7 @@ from orchestrator.cli.devstack import DevStack
 from tests.support.receiver import callback_receiver
 from tests.support.waiting import eventually
 
+from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
 from .support import api_client, settled_run, submit, wait_terminal
 
 pytestmark = pytest.mark.e2e
@@ -106,3 +107,46 @@ def test_a_request_moves_the_figures_on_every_metrics_endpoint(stack: DevStack) 
     assert any(name.startswith("temporal_workflow_completed") for name in sdk.samples), sorted(
         sdk.samples
     )[:40]
+
+
+def test_with_tracing_on_every_process_exports_its_spans_over_otlp(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A stand-in OTLP/HTTP collector: it records each export's body (protobuf, where the
+    # service and span names appear as plain strings).
+    with callback_receiver(path="") as collector:
+        env = E2E_ENV | {
+            "ORCHESTRATOR_TRACING_ENABLED": "true",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+        }
+        with (
+            DevStack(
+                tmp_path_factory.mktemp("traced-stack"),
+                free_stack_ports(),
+                extra_env=env,
+                emulator_time_scale=E2E_EMULATOR_TIME_SCALE,
+                temporal_ui=False,
+            ) as traced,
+            api_client(traced) as api,
+        ):
+            run_id = submit(
+                api,
+                {
+                    "workspaceId": "ws_e2e_traced",
+                    "runs": [{"actor": "ultron-generator", "input": {"items": 3}}],
+                },
+            )
+            assert wait_terminal(api, run_id)["state"] == "succeeded"
+
+            def exported() -> bytes | None:
+                body = b"".join(r.body for r in collector.received if r.path == "/v1/traces")
+                wanted = (
+                    b"orchestrator-api",
+                    b"orchestrator-worker",
+                    b"RunActivity:ingest_dataset",
+                )
+                return body if all(w in body for w in wanted) else None
+
+            body = eventually(exported, timeout=30, description="spans from API and worker")
+            assert body is not None and b"StartWorkflow:ScraperOrchestrator" in body
