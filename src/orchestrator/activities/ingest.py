@@ -15,6 +15,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -92,7 +93,11 @@ class IngestActivities:
         return IngestResult(child_id=child.id, items=end, pages=pages)
 
     async def _observe_latency(self, child_id: str) -> None:
-        ended = await self._deps.read(child_entered, child_id, ChildState.INGESTING.value)
+        try:
+            ended = await self._deps.read(child_entered, child_id, ChildState.INGESTING.value)
+        except SQLAlchemyError:  # a metric is not worth failing a finished ingest for
+            activity.logger.warning("completion-to-rows latency of %s not read", child_id)
+            return
         if ended is not None:
             metrics.observe_completion_to_rows((datetime.now(UTC) - ended).total_seconds())
 
