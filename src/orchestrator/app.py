@@ -20,6 +20,7 @@ from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.limits import BodySizeLimit
 from orchestrator.api.openapi import install_openapi
 from orchestrator.api.routes import admin, catalog, health, plans, runs, webhooks
+from orchestrator.api.routes import metrics as metrics_routes
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import (
@@ -30,6 +31,8 @@ from orchestrator.config.temporal import (
 )
 from orchestrator.dashboard import routes as dashboard_routes
 from orchestrator.mcp.http import build_http_server, mcp_route
+from orchestrator.observability.exposition import api_registry, temporal_runtime
+from orchestrator.observability.tracing import tracing_interceptors
 from orchestrator.service.auth import register_bootstrap_key
 
 log = logging.getLogger(__name__)
@@ -67,10 +70,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = await asyncio.to_thread(_prepare, settings)
         state = AppState(settings=settings, engine=engine)
         app.state.orchestrator = state
+        app.state.metrics = api_registry(engine, settings)
+        # Built once: the runtime binds the SDK's metrics port, tracing sets the provider.
+        runtime = temporal_runtime(settings)
+        interceptors = tracing_interceptors(settings, "orchestrator-api")
         # Only "not reachable yet" is retried; a refusal (TLS, credentials) ends the start.
         for attempt in range(1, TEMPORAL_CONNECT_ATTEMPTS + 1):
             try:
-                state.temporal = await connect_temporal(settings)
+                state.temporal = await connect_temporal(
+                    settings, runtime=runtime, interceptors=interceptors
+                )
                 break
             except TemporalUnavailable as exc:
                 log.warning("Temporal not reachable (attempt %d): %s", attempt, exc)
@@ -102,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(catalog.router)
     app.include_router(plans.router)
     app.include_router(webhooks.router)
+    app.include_router(metrics_routes.router)
     app.include_router(dashboard_routes.router)
     app.router.routes.append(mcp_route(mcp_app))
     install_openapi(app, settings)

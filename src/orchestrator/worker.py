@@ -35,6 +35,13 @@ from orchestrator.activities.steps import StepActivities
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
+from orchestrator.observability import metrics
+from orchestrator.observability.exposition import (
+    serve_worker_metrics,
+    temporal_runtime,
+    worker_registry,
+)
+from orchestrator.observability.tracing import tracing_interceptors
 from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
 from orchestrator.platform.rate_limits import RateLimits, RetryRules
@@ -87,6 +94,7 @@ def build_platform(settings: Settings) -> Platform:
             backoff_initial_seconds=settings.platform_backoff_initial_seconds,
             retry_after_max_seconds=settings.platform_retry_after_max_seconds,
         ),
+        observe=metrics.observe_platform_call,
     )
 
 
@@ -141,8 +149,14 @@ async def ensure_reconcile_schedule(client: Client, task_queue: str, every: time
 
 async def run_worker(settings: Settings) -> None:
     """Run the worker until SIGINT/SIGTERM."""
-    client = await connect_temporal(settings)  # first: wrong settings fail before migrating
+    # First: wrong settings fail before migrating.
+    client = await connect_temporal(
+        settings,
+        runtime=temporal_runtime(settings),
+        interceptors=tracing_interceptors(settings, "orchestrator-worker"),
+    )
     engine = prepare_database(settings)
+    stop_metrics = serve_worker_metrics(settings, worker_registry())
     deps = ActivityDeps(
         engine=engine, platform=build_platform(settings), config=activity_config(settings)
     )
@@ -158,4 +172,6 @@ async def run_worker(settings: Settings) -> None:
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
+    if stop_metrics is not None:
+        stop_metrics()
     engine.dispose()

@@ -37,8 +37,15 @@ def free_ports(count: int) -> list[int]:
 
 def free_stack_ports() -> StackPorts:
     """A :class:`StackPorts` made of free ports."""
-    temporal, temporal_ui, emulator, api = free_ports(4)
-    return StackPorts(temporal=temporal, temporal_ui=temporal_ui, emulator=emulator, api=api)
+    temporal, temporal_ui, emulator, api, worker_metrics, temporal_metrics = free_ports(6)
+    return StackPorts(
+        temporal=temporal,
+        temporal_ui=temporal_ui,
+        emulator=emulator,
+        api=api,
+        worker_metrics=worker_metrics,
+        temporal_metrics=temporal_metrics,
+    )
 
 
 # Short waits everywhere, so faults and recoveries show within seconds.

@@ -44,6 +44,7 @@ from orchestrator.delivery.signing import callback_message_id, signed_headers_fo
 from orchestrator.delivery.url_guard import url_for_log
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
+from orchestrator.observability import metrics
 from orchestrator.service.workspaces import signing_secrets
 from orchestrator.workflows.policies import ERR_CALLBACK_PERMANENT
 from orchestrator.workflows.types import DeliverCallbackInput, DeliverCallbackResult
@@ -149,6 +150,7 @@ async def send_attempt(
         )
     last = attempt >= CALLBACK_RETRY_SCHEDULE.maximum_attempts
     final = not outcome.delivered and (not outcome.retryable or last)
+    metrics.observe_callback_attempt(outcome.delivered, final)
     retry_in = (
         retry_delay_seconds(
             attempt, config.callback_retry_initial_seconds, outcome.retry_after_seconds

@@ -12,8 +12,10 @@ item more than a page, so the last page is recognised without an extra empty req
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -22,7 +24,9 @@ from orchestrator.activities.platform import as_activity_error
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.events import append_event
 from orchestrator.db.queries.items import write_page
+from orchestrator.db.queries.observability import child_entered
 from orchestrator.domain.lifecycle import ChildState
+from orchestrator.observability import metrics
 from orchestrator.platform.port import PlatformError
 from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import IngestInput, IngestResult
@@ -77,14 +81,25 @@ class IngestActivities:
             message = f"actor run {child.idx} ({child.actor}): {end} item(s) ingested"
         else:
             message = f"actor run {child.idx} ({child.actor}): {end} item(s) kept; it {final}"
-        await deps.tx(
+        moved = await deps.tx(
             run_queries.transition_child,
             child.id,
             final,
             message=message,
             status_message=params.final_message,
         )
+        if moved:  # once per child: a retry after this finds it terminal
+            await self._observe_latency(child.id)
         return IngestResult(child_id=child.id, items=end, pages=pages)
+
+    async def _observe_latency(self, child_id: str) -> None:
+        try:
+            ended = await self._deps.read(child_entered, child_id, ChildState.INGESTING.value)
+        except SQLAlchemyError:  # a metric is not worth failing a finished ingest for
+            activity.logger.warning("completion-to-rows latency of %s not read", child_id)
+            return
+        if ended is not None:
+            metrics.observe_completion_to_rows((datetime.now(UTC) - ended).total_seconds())
 
     async def _copy_pages(
         self,
@@ -111,6 +126,7 @@ class IngestActivities:
                 # Rows and cursor commit together; the page's event follows in a transaction
                 # of its own, so page writes never wait for the event log's ordering lock.
                 await deps.tx(write_page, run, child, offset, items)
+                metrics.observe_rows(child.actor, len(items))
                 await deps.tx(page_stored, run, child, offset + len(items), len(items))
                 offset += len(items)
                 pages += 1

@@ -29,6 +29,7 @@ from orchestrator.domain.lifecycle import (
     child_state_for_platform_terminal,
     is_platform_terminal,
 )
+from orchestrator.observability import metrics
 from orchestrator.platform.port import (
     ErrorKind,
     PlatformError,
@@ -470,6 +471,7 @@ class PlatformActivities:
             return settled
 
         settled = await self._deps.tx(record)
+        metrics.observe_spend(child.actor, settled.usage_total_usd)  # a retry returns above
         return SettleUsageResult(child.id, settled.usage_total_usd, settled=True, reads=reads)
 
     async def _read_usage(

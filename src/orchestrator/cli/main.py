@@ -60,6 +60,8 @@ def dev(
     emulator_port: int = 8765,
     temporal_port: int = 7233,
     temporal_ui_port: int = 8233,
+    worker_metrics_port: int = 9464,
+    temporal_metrics_port: int = 9465,
 ) -> None:
     """Start the whole local stack: Temporal dev server, platform emulator, worker and API."""
     from orchestrator.cli.devstack import StackPorts, run_dev_stack
@@ -71,6 +73,8 @@ def dev(
             temporal_ui=temporal_ui_port,
             emulator=emulator_port,
             api=api_port,
+            worker_metrics=worker_metrics_port,
+            temporal_metrics=temporal_metrics_port,
         ),
     )
 

@@ -312,6 +312,42 @@ class Settings(BaseSettings):
             return self.DEVELOPMENT_SECRETS[name]
         raise MissingSecretError(f"ORCHESTRATOR_{name.upper()} is not set")
 
+    # -- metrics and traces (docs/OPERATIONS.md "Metrics and traces") ---------------------
+    metrics_require_key: bool = Field(
+        default=True,
+        description="The API's GET /metrics needs an admin API key (Prometheus: "
+        "`authorization` credentials); false only where the API port is internal.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="Interface the worker's metrics endpoint and the Temporal SDK's "
+        "metrics endpoint bind.",
+    )
+    worker_metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the worker's /metrics (its activities' counters); unset or 0: off.",
+    )
+    temporal_metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port on which this process's Temporal SDK serves its own metrics "
+        "(temporal_*); unset or 0: off.",
+    )
+    metrics_db_refresh_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="The database-derived gauges (requests and children by state) are "
+        "read at most this often; scrapes in between get the last figures.",
+    )
+    tracing_enabled: bool = Field(
+        default=False,
+        description="OpenTelemetry traces through Temporal's TracingInterceptor, exported "
+        "over OTLP/HTTP as the standard OTEL_* variables say.",
+    )
+
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""
         return FollowSettings(

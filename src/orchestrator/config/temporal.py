@@ -22,13 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
 from typing import NoReturn
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from orchestrator.config.settings import Settings
@@ -310,10 +312,18 @@ def classify_connect_failure(message: str) -> ConnectFailure:
     return ConnectFailure.UNREACHABLE
 
 
-async def connect_temporal(settings: Settings) -> Client:
+async def connect_temporal(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+) -> Client:
     """A client for the configured Temporal, or a :class:`TemporalSetupError` that says why not.
 
-    One attempt, bounded by ``TEMPORAL_CONNECT_TIMEOUT_SECONDS``.
+    One attempt, bounded by ``TEMPORAL_CONNECT_TIMEOUT_SECONDS``. ``runtime``: the process's
+    Temporal runtime (``observability.exposition.temporal_runtime``, the SDK's metrics);
+    ``interceptors``: tracing (``observability.tracing``). Both built once per process by its
+    composition root.
     """
     connection = temporal_connection(settings)
     where = connection.describe()
@@ -326,6 +336,8 @@ async def connect_temporal(settings: Settings) -> Client:
                 tls=connection.tls,
                 api_key=connection.api_key,
                 connect_timeout=connection.connect_timeout,
+                runtime=runtime,
+                interceptors=interceptors,
             )
     except TimeoutError:
         raise TemporalUnavailable(

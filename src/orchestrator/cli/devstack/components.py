@@ -53,6 +53,9 @@ class StackPorts:
     temporal_ui: int = 8233
     emulator: int = 8765
     api: int = 8000
+    # The worker's /metrics and its Temporal SDK's metrics endpoint; None: not served.
+    worker_metrics: int | None = None
+    temporal_metrics: int | None = None
 
 
 @dataclass(frozen=True)
@@ -243,10 +246,27 @@ def _worker(stack: DevStack) -> Component:
             )
         )
 
+    # Metrics endpoints (docs/OPERATIONS.md "Metrics and traces"), when the stack has ports.
+    env: dict[str, str] = {}
+    endpoints: list[Endpoint] = []
+    for key, label, variable, port in (
+        ("worker_metrics", "worker metrics", "WORKER_METRICS_PORT", stack.ports.worker_metrics),
+        (
+            "temporal_metrics",
+            "Temporal SDK metrics",
+            "TEMPORAL_METRICS_PORT",
+            stack.ports.temporal_metrics,
+        ),
+    ):
+        if port is not None:
+            env[f"ORCHESTRATOR_{variable}"] = str(port)
+            endpoints.append(Endpoint(key, label, f"http://{HOST}:{port}/metrics", port))
     return Component(
         "worker",
         argv=lambda: [sys.executable, "-m", "orchestrator", "worker"],
         probe=probe,
+        endpoints=tuple(endpoints),
+        env=env,
         note=f"task queue {stack.task_queue!r}",
     )
 
