@@ -40,6 +40,8 @@ def with_options(options: dict[str, Any]) -> dict[str, Any]:
         ({"timeoutSec": 0}, "timeoutSec"),
         ({"timeoutSec": 7 * 24 * 3600 + 1}, "timeoutSec"),
         ({"maxItems": 0}, "maxItems"),
+        ({"maxItems": True}, "maxItems"),  # a boolean is not read as 1
+        ({"maxTotalChargeUsd": True}, "maxTotalChargeUsd"),
         ({"build": "b" * 65}, "build"),
     ],
 )

@@ -266,6 +266,7 @@ async def test_operators_set_show_and_remove_a_workspace_limit(api: Api) -> None
     assert forbidden.status_code == 403
     for body, field in (
         ({"limitUsd": 0}, "/limitUsd"),
+        ({"limitUsd": True}, "/limitUsd"),  # not read as $1
         ({"limitUsd": 5, "period": "week"}, "/period"),
         ({"limitUsd": 5, "extra": 1}, "/extra"),
     ):

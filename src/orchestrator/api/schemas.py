@@ -9,10 +9,20 @@ a body into the service's command type, so nothing below the API sees this wire 
 
 from __future__ import annotations
 
+import types
 from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from orchestrator.db.queries.registry import ActorEntry
@@ -26,6 +36,30 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$"
 
 class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # Pydantic's lax mode reads `true` as 1 for int and float fields: a budget of `true`
+        # would be a budget of $1. A number must be written as a number.
+        if isinstance(value, bool) and info.field_name is not None:
+            field = cls.model_fields.get(info.field_name)
+            if field is not None and _is_number(field.annotation):
+                raise ValueError("must be a number, not a boolean")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field holds an int or a float (optional, or annotated, included)."""
+    if annotation in (int, float):
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _is_number(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(members) and all(_is_number(a) for a in members)
+    return False
 
 
 def _documented(schema: dict[str, Any]) -> WithJsonSchema:
