@@ -341,11 +341,25 @@ def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict
     return _result(stored, seconds, method="COPY to temp table + INSERT ON CONFLICT DO NOTHING")
 
 
+_BINARY_TYPES: Final = (
+    "text",
+    "text",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+)
+
+
 def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
-    """PostgreSQL's raw load rate: COPY each page straight into ``scrape_items`` (psycopg's
-    ``write_row``, one transaction per page), with no conflict handling at all. Not a loader
-    anyone should ship (a retried page fails on the unique index), but the fastest plain use
-    of the driver: the insert half of the limit the orchestrator is measured against."""
+    """PostgreSQL's raw load rate: binary COPY of each page straight into ``scrape_items``
+    (psycopg's ``write_row``, one transaction per page), with no conflict handling at all.
+    Not a loader anyone should ship (a retried page fails on the unique index), but the
+    fastest plain use of the driver: the insert half of the limit the orchestrator is
+    measured against."""
     engine = db.fresh()
     tagging = Tagging(run_id=f"direct-{label}", child_id=f"direct-{label}")
     start = time.perf_counter()
@@ -373,7 +387,9 @@ def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) 
     seconds = time.perf_counter() - start
     stored = count_rows(engine, tagging.child_id)
     db.close()
-    return _result(stored, seconds, method="COPY straight into the table, no conflict handling")
+    return _result(
+        stored, seconds, method="binary COPY straight into the table, no conflict handling"
+    )
 
 
 def run_baselines(

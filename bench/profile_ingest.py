@@ -299,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("serve", "download", *INSERTS, "activity"):
         if name in found:
             entry = found[name]
+            every = " ".join(f"{rate:,.0f}" for rate in entry["passes"])
             out.write(
-                f"  {name:<16} {entry['rowsPerSec']:>10,.0f} rows/s  {entry['seconds']:.2f} s\n"
+                f"  {name:<16} {entry['rowsPerSec']:>10,.0f} rows/s  {entry['seconds']:.2f} s"
+                f"  (passes: {every})\n"
             )
     out.write(f"  limit            {found['limit']:>10,.0f} rows/s  activity / limit = ")
     out.write(f"{found['activityVsLimit']:.2f}\n")

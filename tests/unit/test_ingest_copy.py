@@ -1,5 +1,5 @@
-"""A page stores every item exactly as it came, whatever characters it holds (the PostgreSQL
-path writes COPY text itself, so its escaping is tested here on both engines)."""
+"""A page stores every item exactly as it came, whatever characters it holds: fresh pages
+(COPY straight in on PostgreSQL) and retried ones (merged through a staging table)."""
 
 from __future__ import annotations
 

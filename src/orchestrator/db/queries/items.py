@@ -39,12 +39,15 @@ FROM scrape_children WHERE id = %s FOR UPDATE
 """
 _PG_COPY_DIRECT = """
 COPY scrape_items (run_id, child_id, item_index, workspace_id, skill_run_id,
-                   conversation_id, actor, data, created_at) FROM STDIN
+                   conversation_id, actor, data, created_at) FROM STDIN (FORMAT BINARY)
 """
 _PG_COPY = """
 COPY scrape_items_stage (run_id, child_id, item_index, workspace_id, skill_run_id,
-                         conversation_id, actor, data, created_at) FROM STDIN
+                         conversation_id, actor, data, created_at) FROM STDIN (FORMAT BINARY)
 """
+# Binary COPY: PostgreSQL reads each value by its length instead of scanning the text for
+# delimiters and escapes (measured: less CPU on both sides than text COPY for these rows).
+_PG_COPY_TYPES = ("text", "text", "int8", "text", "text", "text", "text", "text", "timestamptz")
 _PG_MERGE = """
 INSERT INTO scrape_items (run_id, child_id, item_index, workspace_id, skill_run_id,
                           conversation_id, actor, data, created_at)
@@ -65,8 +68,7 @@ def write_page(
     """Store one dataset page (items as JSON text) and advance the child's cursor.
 
     Each engine gets its fastest idempotent bulk path, straight on the driver: the rows are
-    plain tuples (SQLite) or one block of COPY text (PostgreSQL), so no per-row parameter
-    processing is paid.
+    plain tuples, so SQLAlchemy's per-row parameter processing is skipped.
     """
     if encoded_items:
         now = utcnow()
@@ -111,37 +113,11 @@ def _pg_write(
         if not fresh:
             cursor.execute(_PG_STAGE)
         with cursor.copy(_PG_COPY_DIRECT if fresh else _PG_COPY) as copy:
-            copy.write(copy_text(run, child, offset, encoded_items, now))
+            copy.set_types(_PG_COPY_TYPES)
+            head = (run.id, child.id)
+            tail = (run.workspace_id, run.skill_run_id, run.conversation_id, child.actor)
+            for i, data in enumerate(encoded_items):
+                copy.write_row((*head, offset + i, *tail, data, now))
         if not fresh:
             cursor.execute(_PG_MERGE)
             cursor.execute("TRUNCATE scrape_items_stage")
-
-
-def _copy_field(value: str | None) -> str:
-    """One value in COPY text format (``\\N`` is NULL; backslash and separators escaped)."""
-    if value is None:
-        return "\\N"
-    return (
-        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    )
-
-
-def copy_text(
-    run: RunRecord, child: ChildRecord, offset: int, encoded_items: Sequence[str], now: datetime
-) -> str:
-    """The page's rows as one block of COPY text format: the seven columns that are the same
-    for every row are escaped once, the items all at once, instead of per row and per field
-    by the driver (``write_row`` was half of the worker's insert time)."""
-    body = "\n".join(encoded_items)
-    if "\\" in body or "\t" in body or "\r" in body:
-        body = body.replace("\\", "\\\\").replace("\t", "\\t").replace("\r", "\\r")
-    # An item is one line of JSON Lines, so it has no newline of its own; one that had
-    # (a stored JSON document, not a line) is escaped item by item.
-    lines = body.split("\n")
-    if len(lines) != len(encoded_items):
-        lines = [_copy_field(item) for item in encoded_items]
-    head = f"{_copy_field(run.id)}\t{_copy_field(child.id)}\t"
-    shared = (run.workspace_id, run.skill_run_id, run.conversation_id, child.actor)
-    middle = "".join(f"\t{_copy_field(value)}" for value in shared) + "\t"
-    tail = f"\t{now.isoformat()}\n"
-    return "".join([f"{head}{offset + i}{middle}{line}{tail}" for i, line in enumerate(lines)])
