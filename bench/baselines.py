@@ -9,9 +9,12 @@ fresh database of the same kind:
 - ``simple``: plain HTTP pages one after another, each page decoded, every item re-encoded as
   JSON text (as the orchestrator stores it) and bulk-inserted (executemany, ON CONFLICT DO
   NOTHING, one transaction per page) before the next page is fetched;
-- ``download``: the same page loop (HTTP + JSON decoding), nothing written;
+- ``download``: JSON Lines pages through the official client, nothing decoded or written (the
+  emulator's raw serving rate; ``downloadJson``: the simple loader's decoded pages, for
+  reference);
 - ``insert``: the same rows, encoded beforehand, bulk-inserted with nothing downloaded;
-  on PostgreSQL also through COPY into a temporary table merged with ON CONFLICT DO NOTHING.
+  on PostgreSQL also through COPY into a temporary table merged with ON CONFLICT DO NOTHING,
+  and through COPY straight into the table with no conflict handling (the raw load rate).
 
 Trade-off: the baselines run synchronously in the benchmark process (the way a user's script
 would), while the stack is idle; they share the machine with the idle stack, the emulator
@@ -240,25 +243,38 @@ def simple_loader(
 
 
 def download_only(emulator_url: str, dataset_id: str) -> dict[str, Any]:
-    """The page loop with JSON decoding and nothing written."""
+    """The download half alone, as the orchestrator reads: JSON Lines pages through the
+    official client (``get_items_as_bytes``), lines counted, nothing decoded or written.
+    This is also the emulator's raw serving rate, as a fast client sees it."""
+    from apify_client import ApifyClient
+
+    dataset = ApifyClient(
+        EMULATOR_TOKEN, api_url=emulator_url, api_public_url=emulator_url
+    ).dataset(dataset_id)
     rows = 0
     nbytes = 0
+    start = time.perf_counter()
+    for _ in range(MAX_PAGES):
+        body = dataset.get_items_as_bytes(item_format="jsonl", offset=rows, limit=PAGE_SIZE)
+        nbytes += len(body)
+        count = body.count(b"\n")
+        rows += count
+        if count < PAGE_SIZE:
+            break
+    seconds = time.perf_counter() - start
+    return _result(rows, seconds, bytes=nbytes, bytesPerRow=round(nbytes / max(rows, 1)))
+
+
+def download_json(emulator_url: str, dataset_id: str) -> dict[str, Any]:
+    """The simple loader's page loop (plain ``httpx``, JSON arrays decoded), nothing written;
+    for reference: what reading decoded items costs a user's script."""
+    rows = 0
     with _http(emulator_url) as http:
         start = time.perf_counter()
-        offset = 0
-        for _ in range(MAX_PAGES):
-            response = http.get(
-                f"/v2/datasets/{dataset_id}/items", params={"offset": offset, "limit": PAGE_SIZE}
-            )
-            response.raise_for_status()
-            nbytes += len(response.content)
-            items: list[Any] = response.json()
-            rows += len(items)
-            offset += len(items)
-            if len(items) < PAGE_SIZE:
-                break
+        for offset, items in _pages(http, dataset_id):
+            rows = offset + len(items)
         seconds = time.perf_counter() - start
-    return _result(rows, seconds, bytes=nbytes, bytesPerRow=round(nbytes / max(rows, 1)))
+    return _result(rows, seconds)
 
 
 def _paged(encoded: Sequence[str]) -> Iterator[tuple[int, Sequence[str]]]:
@@ -325,6 +341,57 @@ def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict
     return _result(stored, seconds, method="COPY to temp table + INSERT ON CONFLICT DO NOTHING")
 
 
+_BINARY_TYPES: Final = (
+    "text",
+    "text",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+)
+
+
+def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
+    """PostgreSQL's raw load rate: binary COPY of each page straight into ``scrape_items``
+    (psycopg's ``write_row``, one transaction per page), with no conflict handling at all.
+    Not a loader anyone should ship (a retried page fails on the unique index), but the
+    fastest plain use of the driver: the insert half of the limit the orchestrator is
+    measured against."""
+    engine = db.fresh()
+    tagging = Tagging(run_id=f"direct-{label}", child_id=f"direct-{label}")
+    start = time.perf_counter()
+    for offset, page in _paged(encoded):
+        with engine.begin() as conn:
+            raw: Any = conn.connection.driver_connection
+            with (
+                raw.cursor() as cur,
+                cur.copy(f"COPY scrape_items ({_COLUMNS}) FROM STDIN") as copy,
+            ):
+                for i, data in enumerate(page):
+                    copy.write_row(
+                        (
+                            tagging.run_id,
+                            tagging.child_id,
+                            offset + i,
+                            tagging.workspace_id,
+                            None,
+                            None,
+                            tagging.actor,
+                            data,
+                            tagging.created_at,
+                        )
+                    )
+    seconds = time.perf_counter() - start
+    stored = count_rows(engine, tagging.child_id)
+    db.close()
+    return _result(
+        stored, seconds, method="binary COPY straight into the table, no conflict handling"
+    )
+
+
 def run_baselines(
     emulator_url: str,
     db: BaselineDb,
@@ -342,8 +409,10 @@ def run_baselines(
     keep: list[str] = []
     found["simple"] = simple_loader(emulator_url, db, dataset_id, label, keep)
     found["download"] = download_only(emulator_url, dataset_id)
+    found["downloadJson"] = download_json(emulator_url, dataset_id)
     found["insert"] = insert_only(db, keep, label)
     if not db.sqlite:
         found["insertCopy"] = insert_only_copy(db, keep, label)
+        found["insertCopyDirect"] = insert_only_copy_direct(db, keep, label)
     keep.clear()
     return found

@@ -21,7 +21,7 @@ SERIES = (
     ("naive", "naive (call + list_items + INSERT per row)", "#b0b0b0"),
     ("simple", "simple loader (pages, executemany)", "#7f9fbf"),
     ("orchestrator", "orchestrator (finishedAt → last row)", "#d9822b"),
-    ("download", "limit: download only", "#5fa55a"),
+    ("download", "limit: download only (JSONL)", "#5fa55a"),
     ("insert", "limit: insert only (best method)", "#2f6f2c"),
 )
 BAR_H = 13
@@ -35,7 +35,7 @@ def _values(db: dict[str, Any], ing: dict[str, Any]) -> dict[str, float | None]:
     base = db["baselines"].get(str(ing["items"]), {})
     inserts = [
         float(base[k]["rowsPerSec"])
-        for k in ("insert", "insertCopy")
+        for k in ("insert", "insertCopy", "insertCopyDirect")
         if base.get(k) and base[k].get("rowsPerSec")
     ]
 

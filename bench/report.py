@@ -15,6 +15,16 @@ from typing import Any
 #: to the largest dataset.
 FLAT_MEMORY_MIB = 64.0
 LIMIT_SHARE = 0.6
+#: PostgreSQL ingest from this many items on is held to a higher share of its limit (issue 14):
+#: at 10k items fixed costs (noticing the end, scheduling the activity) still weigh most.
+PG_LIMIT_SHARE = 0.85
+PG_LIMIT_SHARE_FROM_ITEMS = 100_000
+#: The emulator must serve JSON Lines at least as fast as a plain server would, so that it
+#: never bounds what the benchmark shows (issue 14).
+SERVE_ITEMS_PER_SEC = 100_000.0
+SERVE_FROM_ITEMS = 100_000
+#: Insert-only baselines, and how the limit names the one that bounds it.
+INSERTS = {"insert": "insert", "insertCopy": "insert (COPY)", "insertCopyDirect": "insert (COPY)"}
 WEBHOOK_P95_SECS = 1.0
 POLL_SLACK_SECS = 2.0
 
@@ -29,17 +39,20 @@ def _rate(entry: dict[str, Any] | None) -> float | None:
 def limit_of(baseline: dict[str, Any]) -> tuple[float | None, str]:
     """The machine's limit for one size: the slower of download and the best bulk insert."""
     download = _rate(baseline.get("download"))
-    inserts = {
-        name: rate
-        for name in ("insert", "insertCopy")
-        if (rate := _rate(baseline.get(name))) is not None
-    }
+    inserts = {name: rate for name in INSERTS if (rate := _rate(baseline.get(name))) is not None}
     if download is None or not inserts:
         return None, ""
     best_name = max(inserts, key=lambda k: inserts[k])
     if download <= inserts[best_name]:
         return download, "download"
-    return inserts[best_name], "insert (COPY)" if best_name == "insertCopy" else "insert"
+    return inserts[best_name], INSERTS[best_name]
+
+
+def limit_share(kind: str, items: int) -> float:
+    """The share of the limit the orchestrator's ingest is held to, per database and size."""
+    if kind == "postgresql" and items >= PG_LIMIT_SHARE_FROM_ITEMS:
+        return PG_LIMIT_SHARE
+    return LIMIT_SHARE
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -77,12 +90,24 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                     "met": entry["vsSimple"] is not None and entry["vsSimple"] >= 1.0,
                 }
             )
+            share = limit_share(kind, ing["items"])
             targets.append(
                 {
-                    "target": f"ingest ≥ 60 % of limit ({kind}, {ing['items']:,} items)",
+                    "target": f"ingest ≥ {share:.0%} of limit ({kind}, {ing['items']:,} items)",
                     "value": entry["vsLimit"],
-                    "goal": f"≥ {LIMIT_SHARE}",
-                    "met": entry["vsLimit"] is not None and entry["vsLimit"] >= LIMIT_SHARE,
+                    "goal": f"≥ {share}",
+                    "met": entry["vsLimit"] is not None and entry["vsLimit"] >= share,
+                }
+            )
+            serving = _rate(base.get("download"))
+            if ing["items"] < SERVE_FROM_ITEMS:
+                continue  # ten pages: the first connection and call weigh too much
+            targets.append(
+                {
+                    "target": f"emulator serves JSON Lines ({kind} run, {ing['items']:,} items)",
+                    "value": round(serving) if serving else None,
+                    "goal": f"≥ {SERVE_ITEMS_PER_SEC:,.0f} items/s",
+                    "met": serving is not None and serving >= SERVE_ITEMS_PER_SEC,
                 }
             )
         ratios[kind] = rows
@@ -181,8 +206,9 @@ def table(results: dict[str, Any]) -> str:
         "",
         "#### 1. Ingest throughput (rows/s; orchestrator = platform finishedAt → last row stored)",
         "",
-        "| db | items | orchestrator | (ingest only) | naive | simple loader | download only "
-        "| insert only | limit | orch / simple | orch / limit | worker RSS before → peak (MiB) |",
+        "| db | items | orchestrator | (ingest only) | naive | simple loader "
+        "| download only: JSONL (JSON decoded) | insert only: executemany (COPY merged, "
+        "COPY direct) | limit | orch / simple | orch / limit | worker RSS before → peak (MiB) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, db in results["databases"].items():
@@ -192,11 +218,15 @@ def table(results: dict[str, Any]) -> str:
             ratio = by_items.get(ing["items"], {})
             insert = _num(_rate(base.get("insert")))
             if base.get("insertCopy"):
-                insert += f" (COPY {_num(_rate(base.get('insertCopy')))})"
+                copies = [_num(_rate(base.get(k))) for k in ("insertCopy", "insertCopyDirect")]
+                insert += f" ({', '.join(c for c in copies if c != '-')})"
+            download = _num(_rate(base.get("download")))
+            if base.get("downloadJson"):
+                download += f" ({_num(_rate(base.get('downloadJson')))})"
             out.append(
                 f"| {kind} | {ing['items']:,} | {_num(ing['rowsPerSec'])} "
                 f"| {_num(ing.get('ingestRowsPerSec'))} | {_num(_rate(base.get('naive')))} "
-                f"| {_num(_rate(base.get('simple')))} | {_num(_rate(base.get('download')))} "
+                f"| {_num(_rate(base.get('simple')))} | {download} "
                 f"| {insert} | {_num(ratio.get('limit'))} ({ratio.get('limitBoundBy', '')}) "
                 f"| {_num(ratio.get('vsSimple'), 2)} | {_num(ratio.get('vsLimit'), 2)} "
                 f"| {_num(ing['workerRssBeforeMiB'])} → {_num(ing['workerRssPeakMiB'])} |"

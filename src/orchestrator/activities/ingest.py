@@ -2,9 +2,10 @@
 
 Resumable and idempotent: the cursor (the child's ``ingest_offset``) is committed with each
 page, and rows are keyed by (child, item index), so a retry or a new worker after a crash
-continues where the last committed page ended and never stores a row twice. The next page is
-downloaded while the current one is written, since download and insert each take about half
-the time; items arrive as JSON Lines and are stored as they came, never decoded. Pages are
+continues where the last committed page ended and never stores a row twice. Pages are
+downloaded ahead (a bounded pipeline) while earlier ones are written, and the pages waiting
+when a write starts share its transaction; items arrive as JSON Lines and are stored as they
+came, never decoded. Pages are
 read until a short page, because the dataset's ``itemCount`` lags; each request asks for one
 item more than a page, so the last page is recognised without an extra empty request.
 """
@@ -12,6 +13,7 @@ item more than a page, so the last page is recognised without an extra empty req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection
@@ -31,22 +33,32 @@ from orchestrator.platform.port import PlatformError
 from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import IngestInput, IngestResult
 
+#: Pages downloaded ahead of the one being written, and the most pages one transaction
+#: writes (in rows, so a larger page size keeps the same bound on memory).
+PIPELINE_ROWS = 4000
 
-def page_stored(
+
+def pages_stored(
     conn: Connection,
     run: run_queries.RunRecord,
     child: run_queries.ChildRecord,
-    end: int,
-    count: int,
+    offset: int,
+    counts: list[int],
 ) -> None:
-    append_event(
-        conn,
-        run.id,
-        "child.ingest_page",
-        f"actor run {child.idx}: stored {count} item(s), {end} so far",
-        child_id=child.id,
-        data={"offset": end, "count": count},
-    )
+    """One ``child.ingest_page`` event per page read (each stands for one platform call)."""
+    if conn.dialect.name == "postgresql":
+        # Only a record of pages already committed: as asynchronous as their commit.
+        conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+    for count in counts:
+        offset += count
+        append_event(
+            conn,
+            run.id,
+            "child.ingest_page",
+            f"actor run {child.idx}: stored {count} item(s), {offset} so far",
+            child_id=child.id,
+            data={"offset": offset, "count": count},
+        )
 
 
 class IngestActivities:
@@ -108,34 +120,64 @@ class IngestActivities:
         dataset_id: str,
         offset: int,
     ) -> tuple[int, int]:
-        """Store every page from ``offset`` on, downloading the next page while the current
-        one is written. Returns the end offset and the number of pages stored."""
+        """Store every page from ``offset`` on; returns the end offset and the pages read.
+
+        A bounded pipeline: one task downloads pages in order, up to ``PIPELINE_ROWS`` ahead,
+        while this loop writes them. Every page already downloaded when a write starts goes
+        into that one transaction, so when the database is the slower half it pays fewer
+        commits and bigger COPYs; when the platform is, each page is written as it comes.
+        """
         deps = self._deps
         page_size = deps.config.dataset_page_size
+        ahead: asyncio.Queue[tuple[list[str], bool] | BaseException] = asyncio.Queue(
+            max(1, PIPELINE_ROWS // page_size)
+        )
+
+        async def download(at: int) -> None:
+            try:
+                while True:
+                    fetched = await self._fetch(run, child, dataset_id, at)
+                    last = len(fetched) <= page_size
+                    page = fetched[:page_size]
+                    await ahead.put((page, last))
+                    at += len(page)
+                    if last:
+                        return
+            except Exception as exc:  # handed to the writer, which raises it in order
+                await ahead.put(exc)
+
+        downloader = asyncio.create_task(download(offset))
         pages = 0
-        next_page = asyncio.create_task(self._fetch(run, child, dataset_id, offset))
         try:
             while True:
-                fetched = await next_page
-                last = len(fetched) <= page_size
-                items = fetched[:page_size]
-                if not last:
-                    next_page = asyncio.create_task(
-                        self._fetch(run, child, dataset_id, offset + len(items))
-                    )
-                # Rows and cursor commit together; the page's event follows in a transaction
-                # of its own, so page writes never wait for the event log's ordering lock.
-                await deps.tx(write_page, run, child, offset, items)
-                metrics.observe_rows(child.actor, len(items))
-                await deps.tx(page_stored, run, child, offset + len(items), len(items))
-                offset += len(items)
-                pages += 1
-                activity.heartbeat(offset)
-                if last:
+                batch = [await ahead.get()]
+                while len(batch) * page_size < PIPELINE_ROWS and not ahead.empty():
+                    batch.append(ahead.get_nowait())
+                # Pages come in order, and a download error after the last good page.
+                done = [page for page in batch if not isinstance(page, BaseException)]
+                items = [item for page, _ in done for item in page]
+                counts = [len(page) for page, _ in done]
+                if done:
+                    # Rows and cursor commit together; the pages' events follow in a
+                    # transaction of their own, so page writes never wait for the event
+                    # log's ordering lock.
+                    await deps.tx(write_page, run, child, offset, items)
+                    metrics.observe_rows(child.actor, len(items))
+                    await deps.tx(pages_stored, run, child, offset, counts)
+                for count in counts:
+                    offset += count
+                    activity.heartbeat(offset)
+                pages += len(done)
+                failed = next((p for p in batch if isinstance(p, BaseException)), None)
+                if failed is not None:
+                    raise failed
+                if done[-1][1]:
                     return offset, pages
         finally:
-            if not next_page.done():
-                next_page.cancel()
+            if not downloader.done():
+                downloader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await downloader
 
     async def _fetch(
         self,

@@ -1,0 +1,83 @@
+"""A page stores every item exactly as it came, whatever characters it holds: fresh pages
+(COPY straight in on PostgreSQL) and retried ones (merged through a staging table)."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Engine, select
+
+from orchestrator.db.queries import items as item_queries
+from orchestrator.db.queries import runs as run_queries
+from orchestrator.db.schema import scrape_items
+from orchestrator.domain.ids import child_id, new_run_id
+
+AWKWARD = [
+    json.dumps({"quote": 'say "hi"', "slash": "a\\b", "nl": "x\ny", "tab": "\t"}),
+    json.dumps({"unicode": "héllo ☃ 𝄞", "nul": "\u0000"}, ensure_ascii=False),
+    '{"raw tab":\t1,\r"cr": 2}',  # JSON whitespace may be a tab or a carriage return
+    "\\N",  # what COPY reads as NULL if it were not escaped
+    '{"backslash at the end": "\\\\"}',
+    "{}",
+]
+
+
+def _run(
+    engine: Engine, *, skill: str | None
+) -> tuple[run_queries.RunRecord, run_queries.ChildRecord]:
+    run_id = new_run_id()
+    new = run_queries.NewRun(
+        id=run_id,
+        workspace_id="ws\ttab",
+        conversation_id=None,
+        skill_run_id=skill,
+        callback_url=None,
+        children=(
+            run_queries.NewChild(
+                id=child_id(run_id, 0),
+                idx=0,
+                actor="ultron-generator",
+                platform_actor_id="ultron~generator",
+                input={},
+                options={},
+            ),
+        ),
+    )
+    with engine.begin() as conn:
+        run_queries.insert_run(conn, new)
+        run = run_queries.get_run(conn, run_id)
+        child = run_queries.get_child(conn, child_id(run_id, 0))
+    assert run is not None and child is not None
+    return run, child
+
+
+def _stored(engine: Engine, cid: str) -> list[tuple[int, str, str, str | None]]:
+    i = scrape_items.c
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(i.item_index, i.data, i.workspace_id, i.skill_run_id)
+            .where(i.child_id == cid)
+            .order_by(i.item_index)
+        ).all()
+    return [(r.item_index, r.data, r.workspace_id, r.skill_run_id) for r in rows]
+
+
+def test_awkward_items_are_stored_as_they_came(engine: Engine) -> None:
+    run, child = _run(engine, skill="skill\\1")
+    with engine.begin() as conn:
+        item_queries.write_page(conn, run, child, 0, AWKWARD[:3])
+    with engine.begin() as conn:
+        # A retried, overlapping page: the merge path (a staging table on PostgreSQL).
+        item_queries.write_page(conn, run, child, 1, AWKWARD[1:])
+    assert _stored(engine, child.id) == [
+        (n, item, "ws\ttab", "skill\\1") for n, item in enumerate(AWKWARD)
+    ]
+
+
+def test_an_item_with_a_newline_of_its_own_is_kept_whole(engine: Engine) -> None:
+    """Items are JSON Lines, but a stored document with a newline must not split a row."""
+    run, child = _run(engine, skill=None)
+    items = ['{"a":\n1}', '{"b": "\\\\"}', "{\r\n}"]
+    with engine.begin() as conn:
+        item_queries.write_page(conn, run, child, 0, items)
+    assert _stored(engine, child.id) == [(n, item, "ws\ttab", None) for n, item in enumerate(items)]
