@@ -19,7 +19,7 @@ from orchestrator.api.deps import AppState
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.limits import BodySizeLimit
 from orchestrator.api.openapi import install_openapi
-from orchestrator.api.routes import admin, catalog, health, plans, runs, webhooks
+from orchestrator.api.routes import admin, catalog, concurrency, health, plans, runs, webhooks
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
 from orchestrator.config.temporal import connect_temporal
@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(runs.router)
     app.include_router(admin.router)
+    app.include_router(concurrency.router)
     app.include_router(catalog.router)
     app.include_router(plans.router)
     app.include_router(webhooks.router)

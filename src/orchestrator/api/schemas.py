@@ -410,6 +410,11 @@ class ChildView(ApiModel):
         default=False,
         description="It kept rows (`itemsIngested`) although it did not succeed.",
     )
+    queue_position: int | None = Field(
+        default=None,
+        description="`queued` only: its place among the actor runs waiting for a platform "
+        "slot (1 = next), in the fair order they are admitted; absent when unknown.",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -744,3 +749,19 @@ class CatalogChangeView(ApiModel):
 class CatalogHistoryView(ApiModel):
     actor: str
     changes: list[CatalogChangeView] = Field(description="Every change, oldest first.")
+
+
+# -- capacity admission: per-workspace concurrency limits (docs/API.md) ----------------------
+class WorkspaceConcurrencyRequest(ApiModel):
+    max_concurrent_runs: int = Field(
+        ge=0,
+        le=100_000,
+        description="Most platform runs the workspace's requests may hold at once (0: none "
+        "start until it is raised); the account's own limits apply as well.",
+        examples=[4],
+    )
+
+
+class WorkspaceConcurrencyView(ApiModel):
+    workspace_id: str
+    max_concurrent_runs: int | None = Field(description="Null: the workspace has no limit.")
