@@ -51,6 +51,8 @@ class AdmissionActivities:
         """Ask the admission workflow of this task queue for a slot per child (idempotent:
         a ticket asked for twice is queued once)."""
         facts = await self._deps.read(queries.children_facts, params.child_ids)
+        order = {cid: i for i, cid in enumerate(params.child_ids)}
+        facts.sort(key=lambda f: order[f.child_id])  # FIFO: the master's order
         known = {f.child_id for f in facts}
         ready = [f.child_id for f in facts if f.state.terminal or f.has_platform_run] + [
             cid for cid in params.child_ids if cid not in known
