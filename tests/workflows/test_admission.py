@@ -18,6 +18,7 @@ from orchestrator.platform.webhook_auth import WEBHOOK_CHILD_PARAM
 from orchestrator.service.commands import SubmitRequest
 from orchestrator.service.control import abort_request
 from orchestrator.workflows.admission import AdmissionWorkflow
+from orchestrator.workflows.admission_types import AdmissionInput
 from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness, HarnessFactory
 from tests.workflows.fakes import Script
@@ -176,3 +177,23 @@ async def test_a_402_from_another_user_shrinks_capacity_without_a_storm_and_reco
 async def _capacity(h: Harness, runs: int) -> bool:
     snap = await snapshot(h)
     return snap.capacity_runs == runs and snap.used_runs == 1 and snap.waiting == 2
+
+
+async def test_admission_continues_as_new_with_its_state(harness: Harness) -> None:
+    """Slots held across a continue-as-new stay held (and are released) in the next run."""
+    h = harness
+    h.platform.max_runs = 2
+    h.platform.scripts["ultron~leadgen"] = Script(items=1, polls_to_finish=3)
+    first = await h.env.client.start_workflow(
+        AdmissionWorkflow.run,
+        AdmissionInput(refresh_seconds=1.0, rounds_per_run=2),
+        id=admission_workflow_id(h.task_queue),
+        task_queue=h.task_queue,
+    )
+    run_id = await submit(h, leads(4))
+    assert (await result_of(h, run_id)).state == RunState.SUCCEEDED
+    assert h.platform.peak_active == 2 and len(h.platform.starts) == 4
+    latest = await h.env.client.get_workflow_handle(admission_workflow_id(h.task_queue)).describe()
+    assert latest.run_id != first.result_run_id
+    snap = await eventually_async(lambda: _idle(h), description="every slot released")
+    assert snap.capacity_runs == 2

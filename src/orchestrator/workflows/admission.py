@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -86,6 +87,7 @@ class AdmissionWorkflow:
     @workflow.run
     async def run(self, params: AdmissionInput) -> None:
         next_refresh = workflow.now()
+        rounds = 0
         while True:
             if self._refresh_wanted or workflow.now() >= next_refresh:
                 ok = await self._refresh()
@@ -100,10 +102,13 @@ class AdmissionWorkflow:
                 await calls.mark_queued(waiting)
             if self._changed or self._regrants:
                 continue
-            if workflow.info().is_continue_as_new_suggested():
+            rounds += 1
+            if rounds >= params.rounds_per_run or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
-                    AdmissionInput(state=self._state, refresh_seconds=self._refresh_seconds)
+                    dataclasses.replace(
+                        params, state=self._state, refresh_seconds=self._refresh_seconds
+                    )
                 )
             left = (next_refresh - workflow.now()).total_seconds()
             with contextlib.suppress(TimeoutError):  # the refresh is due

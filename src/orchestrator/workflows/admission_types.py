@@ -29,6 +29,9 @@ class AdmissionInput:
     #: The carried state after a continue-as-new; None for a fresh workflow.
     state: AdmissionState | None = None
     refresh_seconds: float = 60.0
+    #: Loop rounds (each a grant pass) before continuing-as-new even if Temporal has not
+    #: suggested it yet, so the history stays small; tests set it low.
+    rounds_per_run: int = 5000
 
 
 @dataclass(frozen=True)
