@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
@@ -68,6 +69,9 @@ ORCHESTRATOR_WORKFLOW = "ScraperOrchestrator"
 CANCELLED_START_PATCH = "cancelled-start-is-aborted"
 # Children wait for a slot of the admission workflow before they are started.
 ADMIT_PATCH = "admit-children"
+# Children still waiting for a slot are asked for again this often: if the admission
+# workflow was reset (terminated, started afresh) their tickets are back within this time.
+ADMISSION_REASK = timedelta(minutes=5)
 
 
 @workflow.defn(name=ORCHESTRATOR_WORKFLOW)
@@ -82,6 +86,7 @@ class ScraperOrchestrator:
         self._granted: set[str] = set()
         self._released: set[str] = set()
         self._closing = False
+        self._awaiting_grant: set[str] = set()
 
     @workflow.signal(name=CHILD_FINISHED_SIGNAL)
     def child_finished(self, done: ChildFinished) -> None:
@@ -104,10 +109,14 @@ class ScraperOrchestrator:
     async def run(self, params: OrchestratorInput) -> OrchestratorResult:
         expected = set(params.child_ids)
         self._admit = workflow.patched(ADMIT_PATCH)
-        releases: asyncio.Task[None] | None = None
+        # Side tasks of admission: releasing finished children's slots, asking again.
+        side: list[asyncio.Task[None]] = []
         try:
             if self._admit:
-                releases = asyncio.create_task(self._release_finished())
+                side = [
+                    asyncio.create_task(self._release_finished()),
+                    asyncio.create_task(self._reask(params.run_id)),
+                ]
                 now = [cid for cid in params.child_ids if cid not in params.depends_on]
                 if now:
                     await self._request_slots(params.run_id, now)
@@ -128,9 +137,9 @@ class ScraperOrchestrator:
         except asyncio.CancelledError:
             # The caller aborted (the workflow is cancelled) or a stop cancelled the starts.
             await self._abort(params)
-        if releases is not None:
+        if self._admit:
             self._closing = True
-            await releases
+            await asyncio.gather(*side)
             # Every slot and waiting ticket of this request goes (unknown ids are ignored).
             await self._release([c for c in params.child_ids if c not in self._released])
         final = await calls.finalize_run(params.run_id)
@@ -196,12 +205,25 @@ class ScraperOrchestrator:
                 return
             await self._release(sorted(self._finished.keys() - self._released))
 
+    async def _reask(self, run_id: str) -> None:
+        """Ask again, now and then, for the slots still awaited (idempotent for admission)."""
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._closing, timeout=ADMISSION_REASK)
+            waiting = sorted(self._awaiting_grant - self._granted)
+            if waiting and not self._closing:
+                await self._request_slots(run_id, waiting)
+
     async def _start_admitted(self, child_id: str) -> StartChildResult:
         """Wait for a slot, then start; a start the platform refused for capacity gives the
         slot back (the admission workflow requeues it at its workspace's head) and waits for
         the next grant."""
         while True:
-            await workflow.wait_condition(lambda: child_id in self._granted)
+            self._awaiting_grant.add(child_id)
+            try:
+                await workflow.wait_condition(lambda: child_id in self._granted)
+            finally:
+                self._awaiting_grant.discard(child_id)
             started = await calls.start_actor_run(child_id, admitted=True)
             if started.refused is None:
                 return started
