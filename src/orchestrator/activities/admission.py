@@ -129,4 +129,7 @@ class AdmissionActivities:
             stale=stale,
             adopted=adopted,
             refresh_seconds=cfg.account_limits_refresh_seconds,
+            refusal_refresh_seconds=min(
+                cfg.capacity_retry_seconds, cfg.account_limits_refresh_seconds
+            ),
         )

@@ -54,6 +54,8 @@ class AdmissionWorkflow:
         self._regrants: list[Grant] = []
         self._changed = False
         self._refresh_wanted = False
+        self._refusal_refresh_seconds = params.refresh_seconds
+        self._refused = False
 
     @workflow.signal(name=REQUEST_SLOTS_SIGNAL)
     def request_slots(self, req: SlotRequest) -> None:
@@ -67,7 +69,8 @@ class AdmissionWorkflow:
 
     @workflow.signal(name=START_REFUSED_SIGNAL)
     def start_refused(self, refusal: SlotRefusal) -> None:
-        policy.refuse(self._state, refusal.child_id, refusal.error_type)
+        if policy.refuse(self._state, refusal.child_id, refusal.error_type):
+            self._refused = True
         self._changed = True
 
     @workflow.signal(name=REFRESH_SIGNAL)
@@ -93,6 +96,10 @@ class AdmissionWorkflow:
                 ok = await self._refresh()
                 wait = self._refresh_seconds if ok else REFRESH_RETRY_SECONDS
                 next_refresh = workflow.now() + timedelta(seconds=wait)
+            if self._refused:  # read the limits again soon (not the full interval)
+                self._refused = False
+                soon = workflow.now() + timedelta(seconds=self._refusal_refresh_seconds)
+                next_refresh = min(next_refresh, soon)
             self._changed = False
             grants, self._regrants = self._regrants + policy.grant(self._state), []
             if grants:
@@ -129,6 +136,7 @@ class AdmissionWorkflow:
             self._state, fresh.capacity, fresh.workspace_limits, fresh.stale, fresh.adopted
         )
         self._refresh_seconds = fresh.refresh_seconds
+        self._refusal_refresh_seconds = fresh.refusal_refresh_seconds
         return True
 
     async def _tell(self, grants: list[Grant]) -> None:

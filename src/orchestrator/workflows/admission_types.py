@@ -103,3 +103,6 @@ class RefreshResult:
     #: Live children in the database the workflow does not hold: counted as held.
     adopted: dict[str, Slot] = field(default_factory=dict)
     refresh_seconds: float = 60.0
+    #: After a refused start the next refresh comes this soon (a read of the limits, never
+    #: a start): capacity shrunk by a 402 is back within it once the platform has room.
+    refusal_refresh_seconds: float = 30.0

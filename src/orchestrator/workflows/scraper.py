@@ -118,8 +118,8 @@ class ScraperOrchestrator:
                     asyncio.create_task(self._reask(params.run_id)),
                 ]
                 now = [cid for cid in params.child_ids if cid not in params.depends_on]
-                if now:
-                    await self._request_slots(params.run_id, now)
+                if now and not await self._request_slots(params.run_id, now):
+                    raise asyncio.CancelledError  # aborted while asking: the abort path
             self._spawning = asyncio.gather(
                 *(
                     self._spawn_after(params.run_id, cid, params.depends_on[cid])
@@ -173,13 +173,21 @@ class ScraperOrchestrator:
         if step.skipped or ChildState(step.state).terminal:
             self._finished.setdefault(child_id, step.state)
             return
-        if self._admit:
-            await self._request_slots(run_id, [child_id])
+        if self._admit and not await self._request_slots(run_id, [child_id]):
+            return  # a stop or an abort came meanwhile; the sweep ends it aborted
         await self._spawn(run_id, child_id)
 
-    async def _request_slots(self, run_id: str, child_ids: list[str]) -> None:
-        asked = await calls.request_slots(run_id, child_ids, workflow.info().workflow_id)
+    async def _request_slots(self, run_id: str, child_ids: list[str]) -> bool:
+        """Ask admission for these children's slots; False when cancelled meanwhile (an
+        abort or a stop)."""
+        try:
+            asked = await calls.request_slots(run_id, child_ids, workflow.info().workflow_id)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                return False
+            raise
         self._granted.update(asked.ready)
+        return True
 
     async def _signal_admission(self, signal: str, arg: SlotRelease | SlotRefusal) -> None:
         handle = workflow.get_external_workflow_handle(
@@ -212,7 +220,10 @@ class ScraperOrchestrator:
                 await workflow.wait_condition(lambda: self._closing, timeout=ADMISSION_REASK)
             waiting = sorted(self._awaiting_grant - self._granted)
             if waiting and not self._closing:
-                await self._request_slots(run_id, waiting)
+                try:
+                    await self._request_slots(run_id, waiting)
+                except ActivityError as err:  # the next round asks again
+                    workflow.logger.warning("slots not asked for again: %s", _cause(err))
 
     async def _start_admitted(self, child_id: str) -> StartChildResult:
         """Wait for a slot, then start; a start the platform refused for capacity gives the
