@@ -44,7 +44,7 @@ async def test_only_admins_set_limits_and_bad_values_are_refused(api: Api) -> No
     hidden = await api.client.get(path, headers=api.auth(other))
     assert hidden.status_code == 404
     admin = api.auth(api.admin_key)
-    for bad in (-1, "x", 10**6):
+    for bad in (-1, "x", 10**6, False, 2.5):
         answer = await api.client.put(path, json={"maxConcurrentRuns": bad}, headers=admin)
         assert answer.status_code == 422, answer.text
         assert answer.headers["content-type"].startswith("application/problem+json")

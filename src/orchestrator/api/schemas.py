@@ -754,6 +754,8 @@ class CatalogHistoryView(ApiModel):
 # -- capacity admission: per-workspace concurrency limits (docs/API.md) ----------------------
 class WorkspaceConcurrencyRequest(ApiModel):
     max_concurrent_runs: int = Field(
+        # Strict: JSON true/false are not 1/0.
+        strict=True,
         ge=0,
         le=100_000,
         description="Most platform runs the workspace's requests may hold at once (0: none "
