@@ -50,6 +50,8 @@ async def test_only_admins_set_limits_and_bad_values_are_refused(api: Api) -> No
         assert answer.headers["content-type"].startswith("application/problem+json")
     with api.engine.connect() as conn:
         assert "ws_conc2" not in workspace_concurrency_limits(conn)
+    integral = await api.client.put(path, json={"maxConcurrentRuns": 2.0}, headers=admin)
+    assert integral.status_code == 200 and integral.json()["maxConcurrentRuns"] == 2
 
 
 def test_the_cli_sets_shows_and_clears_through_the_api(run_cli: Any) -> None:  # noqa: F811

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
-from orchestrator.db.queries.registry import ActorEntry
+from orchestrator.db.queries.registry import ActorEntry, JsonInt
 from orchestrator.domain import run_options as rules
 from orchestrator.domain.chaining import StepSource
 from orchestrator.service.commands import ActorRun, SubmitRequest
@@ -753,8 +753,8 @@ class CatalogHistoryView(ApiModel):
 
 # -- capacity admission: per-workspace concurrency limits (docs/API.md) ----------------------
 class WorkspaceConcurrencyRequest(ApiModel):
-    max_concurrent_runs: int = Field(
-        # Strict: JSON true/false are not 1/0.
+    max_concurrent_runs: JsonInt = Field(
+        # An integer as JSON Schema means it: 2.0 is 2, but true/false are not 1/0.
         strict=True,
         ge=0,
         le=100_000,
