@@ -54,6 +54,9 @@ LIST_LIMIT = 1000
 #: the benchmark's rows); bigger windows stream in chunks of ITEMS_CHUNK rows.
 ITEMS_WHOLE = 10_000
 ITEMS_CHUNK = 2000
+# What /v2/users/me/limits reports for a cap that is off (0): far above any load.
+UNLIMITED_RUNS = 100_000
+UNLIMITED_MEMORY_MB = 100_000 * 1024
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -492,10 +495,14 @@ class ApifyApi:
                 "maxMonthlyExternalDataTransferGbytes": 1000.0,
                 "maxMonthlyProxySerps": 100000,
                 "maxMonthlyResidentialProxyGbytes": 100.0,
-                "maxActorMemoryGbytes": self.cfg.max_total_memory_mbytes / 1024,
+                # A cap of 0 is "off" here; the real platform never reports 0, so "off"
+                # reports a limit no load reaches (UNLIMITED_*), not a zero a client would
+                # read as "nothing may run".
+                "maxActorMemoryGbytes": (self.cfg.max_total_memory_mbytes or UNLIMITED_MEMORY_MB)
+                / 1024,
                 "maxActorCount": 500,
                 "maxActorTaskCount": 1000,
-                "maxConcurrentActorJobs": self.cfg.max_concurrent_runs,
+                "maxConcurrentActorJobs": self.cfg.max_concurrent_runs or UNLIMITED_RUNS,
                 "maxTeamAccountSeatCount": 9,
                 "dataRetentionDays": 7,
             },

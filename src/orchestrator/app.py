@@ -19,7 +19,7 @@ from orchestrator.api.deps import AppState
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.limits import BodySizeLimit
 from orchestrator.api.openapi import install_openapi
-from orchestrator.api.routes import admin, catalog, health, plans, runs, webhooks
+from orchestrator.api.routes import admin, catalog, concurrency, health, plans, runs, webhooks
 from orchestrator.api.routes import metrics as metrics_routes
 from orchestrator.config.bootstrap import prepare_database
 from orchestrator.config.settings import Settings
@@ -31,8 +31,13 @@ from orchestrator.config.temporal import (
 )
 from orchestrator.dashboard import routes as dashboard_routes
 from orchestrator.mcp.http import build_http_server, mcp_route
-from orchestrator.observability.exposition import api_registry, temporal_runtime
+from orchestrator.observability.exposition import (
+    admission_capacity,
+    api_registry,
+    temporal_runtime,
+)
 from orchestrator.observability.tracing import tracing_interceptors
+from orchestrator.service.admission import admission_snapshot
 from orchestrator.service.auth import register_bootstrap_key
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = AppState(settings=settings, engine=engine)
         app.state.orchestrator = state
         app.state.metrics = api_registry(engine, settings)
+        app.state.metrics.capacity.source = admission_capacity(
+            lambda: (
+                None
+                if state.temporal is None
+                else admission_snapshot(state.temporal, settings.task_queue)
+            )
+        )
         # Built once: the runtime binds the SDK's metrics port, tracing sets the provider.
         runtime = temporal_runtime(settings)
         interceptors = tracing_interceptors(settings, "orchestrator-api")
@@ -108,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(runs.router)
     app.include_router(admin.router)
+    app.include_router(concurrency.router)
     app.include_router(catalog.router)
     app.include_router(plans.router)
     app.include_router(webhooks.router)

@@ -24,6 +24,7 @@ from temporalio.client import (
 )
 from temporalio.worker import Worker
 
+from orchestrator.activities.admission import AdmissionActivities
 from orchestrator.activities.delivery import DeliveryActivities
 from orchestrator.activities.deps import ActivityConfig, ActivityDeps
 from orchestrator.activities.ingest import IngestActivities
@@ -46,6 +47,7 @@ from orchestrator.platform.apify import ApifyPlatform
 from orchestrator.platform.port import Platform
 from orchestrator.platform.rate_limits import RateLimits, RetryRules
 from orchestrator.service.reconcile import Reconciler
+from orchestrator.workflows.admission import AdmissionWorkflow
 from orchestrator.workflows.poller import PollerWorkflow
 from orchestrator.workflows.reconciler import (
     RECONCILE_SCHEDULE_ID,
@@ -57,7 +59,13 @@ from orchestrator.workflows.scraper import ScraperOrchestrator
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [ScraperOrchestrator, PollerWorkflow, ReconcilerWorkflow, RowDeliveryWorkflow]
+WORKFLOWS = [
+    ScraperOrchestrator,
+    PollerWorkflow,
+    ReconcilerWorkflow,
+    RowDeliveryWorkflow,
+    AdmissionWorkflow,
+]
 
 
 def activity_config(settings: Settings) -> ActivityConfig:
@@ -76,6 +84,10 @@ def activity_config(settings: Settings) -> ActivityConfig:
         callback_retry_initial_seconds=settings.callback_retry_initial_seconds,
         row_batch_max_rows=settings.row_batch_max_rows,
         row_batch_max_bytes=settings.row_batch_max_bytes,
+        account_limits_refresh_seconds=settings.account_limits_refresh_seconds,
+        account_max_concurrent_runs=settings.account_max_concurrent_runs,
+        account_max_memory_mbytes=settings.account_max_memory_mbytes,
+        admission_default_memory_mb=settings.admission_default_memory_mb,
     )
 
 
@@ -106,6 +118,8 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     delivery = DeliveryActivities(deps)
     steps = StepActivities(deps)
     rows = RowDeliveryActivities(deps)
+    # Admission asks for slots by signal-with-start: it needs the client, as the reconciler.
+    admission = AdmissionActivities(deps, client)
     reconciler = ReconcileActivities(
         Reconciler(deps.engine, client, task_queue, deps.config.follow)
     )
@@ -130,6 +144,9 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             delivery.deliver_callback,
             rows.push_row_batch,
             reconciler.reconcile_drift,
+            admission.request_slots,
+            admission.mark_queued,
+            admission.refresh_admission,
         ],
     )
 

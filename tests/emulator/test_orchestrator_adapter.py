@@ -128,3 +128,16 @@ async def test_charge_and_item_caps_reach_the_platform_run(
     assert finished is not None and finished.status in ("ABORTED", "SUCCEEDED")
     rows = await platform.dataset_page(run.dataset_id, 0, 100)
     assert 0 < len(rows) < 30  # $0.01 a lead: the $0.10 cap ends it before maxItems
+
+
+async def test_account_limits_through_the_official_client(
+    server: RunningEmulator, platform: ApifyPlatform
+) -> None:
+    run = await platform.start_run(
+        "ultron~generator", {"items": 1, "durationSecs": 600}, StartOptions(memory_mb=512)
+    )
+    limits = await platform.account_limits()
+    # The emulator's defaults (32 runs, 64 GB), in MB; our run counts as active.
+    assert (limits.max_concurrent_runs, limits.max_memory_mb) == (32, 65536)
+    assert limits.active_runs >= 1 and limits.active_memory_mb >= 512
+    await platform.abort_run(run.id)

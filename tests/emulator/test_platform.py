@@ -398,3 +398,13 @@ async def test_lost_start_hang_mode(server: RunningEmulator) -> None:
         assert (await http.get("/v2/actor-runs")).json()["data"]["total"] == before + 1
         # Only the next start was affected.
         assert (await http.post("/v2/actors/ultron~generator/runs", json={})).status_code == 201
+
+
+async def test_caps_that_are_off_report_large_limits_never_zero() -> None:
+    """A faithful platform never says 0; a client admitting runs by these figures would read
+    0 as "nothing may run"."""
+    cfg = make_config(max_concurrent_runs=0, max_total_memory_mbytes=0)
+    async with local(cfg) as http:
+        limits = (await http.get("/v2/users/me/limits")).json()["data"]["limits"]
+        assert limits["maxConcurrentActorJobs"] >= 10_000
+        assert limits["maxActorMemoryGbytes"] >= 10_000

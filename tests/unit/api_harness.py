@@ -35,7 +35,7 @@ class _Handle:
     async def cancel(self) -> None:
         self.owner.cancelled.append(self.workflow_id)
 
-    async def signal(self, name: str, arg: Any) -> None:
+    async def signal(self, name: str, arg: Any = None) -> None:
         self.owner.signalled.append((self.workflow_id, name))
 
 

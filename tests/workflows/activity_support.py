@@ -26,6 +26,8 @@ TEST_CONFIG: dict[str, Any] = {
     "poll_long_wait_seconds": 0,
     "dataset_page_size": 7,
     "capacity_retry_seconds": 1.0,
+    # Capacity shrunk by a 402 comes back at the next refresh of the account's limits.
+    "account_limits_refresh_seconds": 1.0,
     "default_timeout_grace_seconds": 1.0,
     # Fake runs settle at once; tests of settling set their own.
     "usage_settle_seconds": 0.0,

@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 
 from orchestrator.platform.port import (
+    AccountLimits,
     ErrorKind,
     PlatformError,
     PlatformRun,
@@ -76,6 +77,25 @@ class FakePlatform:
         self.webhooks: list[RunWebhook] = []
         self.webhook_runs: dict[str, str] = {}
         self.lookups = 0
+        # The account's limits (a 402 at them) and runs of another user of the account.
+        self.max_runs = 10_000
+        self.max_memory_mb = 10_000 * 1024
+        self.others_active = 0
+        # Runs of another user started since our last read of the limits: they take slots
+        # (a 402 at the limit) but ``account_limits`` does not show them yet.
+        self.others_unseen = 0
+        self.peak_active = 0
+        self.capacity_refusals = 0
+        self.limit_reads = 0
+
+    def active_runs(self) -> int:
+        """Runs of ours the platform counts as active (started, not finished, not aborted)."""
+        return sum(1 for run in self.runs.values() if run.status() == "RUNNING")
+
+    async def account_limits(self) -> AccountLimits:
+        self.limit_reads += 1
+        active = self.active_runs() + self.others_active
+        return AccountLimits(self.max_runs, self.max_memory_mb, active, active * 1024)
 
     def _view(self, run: FakeRun) -> PlatformRun:
         status = run.status()
@@ -104,10 +124,19 @@ class FakePlatform:
         script = self.scripts.get(actor_id, Script())
         if script.start_errors:
             raise script.start_errors.pop(0)
+        if self.active_runs() + self.others_active + self.others_unseen >= self.max_runs:
+            self.capacity_refusals += 1
+            raise PlatformError(
+                ErrorKind.CAPACITY,
+                "By launching this job you will exceed the limit of concurrent runs",
+                status_code=402,
+                error_type="concurrent-runs-limit-exceeded",
+            )
         run = FakeRun(id=f"run{len(self.runs)}", actor_id=actor_id, script=script)
         self.runs[run.id] = run
         self.starts.append((actor_id, run_input))
         self.start_options.append(options)
+        self.peak_active = max(self.peak_active, self.active_runs())
         self.webhooks.extend(webhooks)
         for hook in webhooks:
             self.webhook_runs[hook.request_url] = run.id

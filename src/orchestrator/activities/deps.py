@@ -40,6 +40,11 @@ class ActivityConfig:
     # Rows pushed to the callback (activities/row_delivery.py).
     row_batch_max_rows: int
     row_batch_max_bytes: int
+    # Admission (activities/admission.py).
+    account_limits_refresh_seconds: float
+    account_max_concurrent_runs: int | None
+    account_max_memory_mbytes: int | None
+    admission_default_memory_mb: int
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
+from orchestrator.db.queries import admission as admission_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.budgets import enforce_budgets
 from orchestrator.db.queries.events import append_event, lock_run_events
@@ -168,7 +169,9 @@ class PlatformActivities:
     def __init__(self, deps: ActivityDeps) -> None:
         self._deps = deps
 
-    def _result(self, child: run_queries.ChildRecord) -> StartChildResult:
+    def _result(
+        self, child: run_queries.ChildRecord, refused: str | None = None
+    ) -> StartChildResult:
         return StartChildResult.of(
             child.id,
             started=child.platform_run_id is not None and not child.state.terminal,
@@ -176,6 +179,7 @@ class PlatformActivities:
             dataset_id=child.dataset_id,
             failure=child.status_message if child.state.terminal else None,
             plan=follow_plan(child.options, self._deps.config.follow),
+            refused=refused,
         )
 
     def _error(self, exc: PlatformError) -> ApplicationError:
@@ -210,7 +214,9 @@ class PlatformActivities:
         elif child.state is ChildState.SPAWNING and await self._recover_lost_start(child):
             pass
         else:
-            await self._start(child)
+            refused = await self._start(child, admitted=params.admitted)
+            if refused is not None:
+                return self._result(await self._reload(child.id), refused)
         return self._result(await self._reload(child.id))
 
     async def _recover_lost_start(self, child: run_queries.ChildRecord) -> bool:
@@ -246,8 +252,12 @@ class PlatformActivities:
         await self._adopt(child, existing, "recovered")
         return True
 
-    async def _start(self, child: run_queries.ChildRecord) -> None:
-        """Send the start (the child is ``spawning`` first, so a retry looks it up)."""
+    async def _start(self, child: run_queries.ChildRecord, *, admitted: bool = False) -> str | None:
+        """Send the start (the child is ``spawning`` first, so a retry looks it up).
+
+        An admitted child refused for capacity (402) is not retried: it goes back to
+        ``queued`` and the refusal's error type is returned, for the admission workflow to
+        requeue it and shrink the capacity it knows. Otherwise None."""
         deps = self._deps
         attempt = activity.info().attempt
         if child.state is not ChildState.SPAWNING:
@@ -281,6 +291,10 @@ class PlatformActivities:
             )
         except PlatformError as exc:
             await self._log_failure(child, "child.spawn_error", "starting the run", exc)
+            if admitted and exc.kind is ErrorKind.CAPACITY:
+                reason = exc.error_type or "capacity"
+                await deps.tx(admission_queries.requeue_child, child.id, reason)
+                return reason
             if exc.kind is not ErrorKind.PERMANENT:
                 raise self._error(exc) from None
             await deps.tx(
@@ -289,8 +303,9 @@ class PlatformActivities:
                 ChildState.FAILED,
                 status_message=exc.message,
             )
-            return
+            return None
         await self._adopt(child, run, "started as")
+        return None
 
     async def _log_failure(
         self, child: run_queries.ChildRecord, kind: str, what: str, exc: PlatformError

@@ -121,6 +121,20 @@ PROBLEMS: dict[tuple[str, str], dict[int, tuple[str, ...]]] = {
         **_INVALID,
     },
     ("delete", "/workspaces/{workspace_id}/budget"): {**_ADMIN, **_NOT_FOUND, **_TOO_LARGE},
+    # Capacity admission: a workspace's concurrency limit.
+    ("get", "/workspaces/{workspace_id}/concurrency"): {**_UNAUTHORIZED, **_NOT_FOUND},
+    ("put", "/workspaces/{workspace_id}/concurrency"): {
+        **_UNDECODABLE,
+        **_ADMIN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+        **_INVALID,
+    },
+    ("delete", "/workspaces/{workspace_id}/concurrency"): {
+        **_ADMIN,
+        **_NOT_FOUND,
+        **_TOO_LARGE,
+    },
     ("post", "/plans"): {
         **_UNDECODABLE,
         **_UNAUTHORIZED,

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from orchestrator.db.queries.registry import ActorEntry
+from orchestrator.db.queries.registry import ActorEntry, JsonInt
 from orchestrator.domain import run_options as rules
 from orchestrator.domain.chaining import StepSource
 from orchestrator.service.commands import ActorRun, SubmitRequest
@@ -444,6 +444,11 @@ class ChildView(ApiModel):
         default=False,
         description="It kept rows (`itemsIngested`) although it did not succeed.",
     )
+    queue_position: int | None = Field(
+        default=None,
+        description="`queued` only: its place among the actor runs waiting for a platform "
+        "slot (1 = next), in the fair order they are admitted; absent when unknown.",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -778,3 +783,21 @@ class CatalogChangeView(ApiModel):
 class CatalogHistoryView(ApiModel):
     actor: str
     changes: list[CatalogChangeView] = Field(description="Every change, oldest first.")
+
+
+# -- capacity admission: per-workspace concurrency limits (docs/API.md) ----------------------
+class WorkspaceConcurrencyRequest(ApiModel):
+    max_concurrent_runs: JsonInt = Field(
+        # An integer as JSON Schema means it: 2.0 is 2, but true/false are not 1/0.
+        strict=True,
+        ge=0,
+        le=100_000,
+        description="Most platform runs the workspace's requests may hold at once (0: none "
+        "start until it is raised); the account's own limits apply as well.",
+        examples=[4],
+    )
+
+
+class WorkspaceConcurrencyView(ApiModel):
+    workspace_id: str
+    max_concurrent_runs: int | None = Field(description="Null: the workspace has no limit.")

@@ -608,3 +608,35 @@ def workspaces_budget(
         f"{status.limit.describe()}: ${status.spent_usd:.6f} spent since "
         f"{status.period_start:%Y-%m-%d}, ${status.remaining_usd:.6f} left ({state})"
     )
+
+
+@workspaces_app.command("concurrency")
+def workspaces_concurrency(
+    workspace: Annotated[str, typer.Argument(help="The workspace id.")],
+    max_runs: Annotated[
+        int | None,
+        typer.Option("--max-runs", help="Set the most platform runs it may hold at once."),
+    ] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the limit.")] = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+    api_key: ApiKey = None,
+) -> None:
+    """Show, set or remove the workspace's concurrency limit (through the API, which tells
+    the admission workflow at once). Waiting runs are admitted round-robin across
+    workspaces; one at its limit is passed over until one of its runs ends."""
+    if clear and max_runs is not None:
+        console.print("[red]give --max-runs or --clear, not both[/red]")
+        raise typer.Exit(2)
+    path = f"/workspaces/{workspace}/concurrency"
+    with _api_client(api_url, api_key) as client:
+        if clear:
+            view = _answer(client.delete(path), 200)
+        elif max_runs is not None:
+            view = _answer(client.put(path, json={"maxConcurrentRuns": max_runs}), 200)
+        else:
+            view = _answer(client.get(path), 200)
+    limit = view["maxConcurrentRuns"]
+    if limit is None:
+        console.print(f"{workspace} has no concurrency limit")
+    else:
+        console.print(f"{workspace} may hold at most {limit} platform run(s) at once")

@@ -348,6 +348,30 @@ class Settings(BaseSettings):
         "over OTLP/HTTP as the standard OTEL_* variables say.",
     )
 
+    # -- capacity and admission (docs/ARCHITECTURE.md "Capacity and admission") ----------
+    account_limits_refresh_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often the admission workflow reads the account's limits and use "
+        "from the platform (and runs its leak guard).",
+    )
+    account_max_concurrent_runs: int | None = Field(
+        default=None,
+        ge=0,
+        description="Concurrent platform runs the account allows; None: as the platform says.",
+    )
+    account_max_memory_mbytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Memory (MB) of all runs the account allows; None: as the platform says.",
+    )
+    admission_default_memory_mb: int = Field(
+        default=1024,
+        gt=0,
+        description="Memory a child is admitted with when neither its options nor its "
+        "catalog entry give one.",
+    )
+
     def follow_settings(self) -> FollowSettings:
         """The knobs that decide how every started child is followed (domain/follow.py)."""
         return FollowSettings(

@@ -176,6 +176,8 @@ workspaces = Table(
     # 0010: the workspace's spending limit per budget_period (day or month); null: none.
     Column("budget_usd", Float),
     Column("budget_period", String(8)),
+    # 0015: most platform runs the workspace may hold at once (admission); null: no limit.
+    Column("max_concurrent_runs", Integer),
 )
 
 

@@ -36,3 +36,8 @@ def orchestrator_workflow_id(run_id: str) -> str:
 
 def poller_workflow_id(child: str) -> str:
     return f"scrape-child/{child}"
+
+
+def admission_workflow_id(task_queue: str) -> str:
+    """The one admission workflow of a task queue (every worker of it shares the account)."""
+    return f"admission/{task_queue}"

@@ -27,6 +27,8 @@ class ChildState(StrEnum):
     """State of one child actor run."""
 
     PENDING = "pending"
+    #: Waiting for a platform slot (capacity admission): never a failure.
+    QUEUED = "queued"
     SPAWNING = "spawning"
     RUNNING = "running"
     INGESTING = "ingesting"
@@ -55,10 +57,13 @@ CHILD_TERMINAL = frozenset(
 # Children never move backwards; a late or repeated update of an earlier state is ignored.
 _CHILD_ORDER = {
     ChildState.PENDING: 0,
-    ChildState.SPAWNING: 1,
-    ChildState.RUNNING: 2,
-    ChildState.INGESTING: 3,
+    ChildState.QUEUED: 1,
+    ChildState.SPAWNING: 2,
+    ChildState.RUNNING: 3,
+    ChildState.INGESTING: 4,
 }
+#: Not started on the platform yet (waiting to be asked for, or for a slot).
+CHILD_NOT_STARTED = frozenset({ChildState.PENDING, ChildState.QUEUED})
 
 
 def child_transition_allowed(current: ChildState, new: ChildState) -> bool:
@@ -120,7 +125,8 @@ def child_state_for_platform_terminal(status: str) -> ChildState:
 def roll_up(children: Iterable[ChildState], *, aborted: bool = False, waiting: int = 0) -> RunState:
     """The header state that a set of child states adds up to (DESIGN.md's lifecycle table).
 
-    - all pending: queued; any child still being spawned: spawning;
+    - all pending or waiting for a slot (``queued``): queued; any child still being
+      spawned (or queued while others run): spawning;
     - while some children are live: partial if any has failed or timed out, else running;
     - when all are terminal: succeeded / failed / timed_out when uniform, timed_out when
       none succeeded but one hit the backstop, partial for a mix with successes;
@@ -140,13 +146,15 @@ def roll_up(children: Iterable[ChildState], *, aborted: bool = False, waiting: i
     live = [s for s in states if not s.terminal]
     unhappy = any(s in (ChildState.FAILED, ChildState.TIMED_OUT) for s in terminal)
     if live:
-        if all(s is ChildState.PENDING for s in states):
+        if all(s in CHILD_NOT_STARTED for s in states):
             return RunState.QUEUED
         if unhappy:
             return RunState.PARTIAL
         if aborted:
             return RunState.RUNNING
-        starting = sum(1 for s in live if s in (ChildState.PENDING, ChildState.SPAWNING))
+        starting = sum(
+            1 for s in live if s in (ChildState.PENDING, ChildState.QUEUED, ChildState.SPAWNING)
+        )
         if starting > waiting:
             return RunState.SPAWNING
         return RunState.RUNNING

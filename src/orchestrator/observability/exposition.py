@@ -19,7 +19,7 @@ here writes exposition text by hand.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -33,7 +33,14 @@ from sqlalchemy import Engine
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from orchestrator.config.settings import Settings
-from orchestrator.observability.collectors import CapacityGauges, DatabaseCollector
+from orchestrator.domain.admission import Snapshot
+from orchestrator.observability.collectors import (
+    CapacityGauges,
+    CapacitySource,
+    CapacityView,
+    DatabaseCollector,
+    WorkspaceSlots,
+)
 from orchestrator.observability.metrics import PROCESS
 
 log = logging.getLogger(__name__)
@@ -62,6 +69,34 @@ def api_registry(engine: Engine, settings: Settings) -> ApiMetrics:
     capacity = CapacityGauges()
     registry.register(capacity)
     return ApiMetrics(registry=registry, capacity=capacity)
+
+
+def capacity_view(snapshot: Snapshot) -> CapacityView | None:
+    """The capacity gauges' view of the admission workflow's ``snapshot`` query; none before
+    it has read the account's limits once."""
+    if not snapshot.known:
+        return None
+    return CapacityView(
+        slots=snapshot.capacity_runs,
+        used=snapshot.used_runs,
+        memory_mb=snapshot.capacity_memory_mb,
+        memory_used_mb=snapshot.used_memory_mb,
+        workspaces={
+            w.workspace_id: WorkspaceSlots(held=w.held, waiting=w.waiting)
+            for w in snapshot.workspaces
+        },
+    )
+
+
+def admission_capacity(query: Callable[[], Awaitable[Snapshot] | None]) -> CapacitySource:
+    """A capacity source that asks the admission workflow (``query`` returns None while the
+    process has no Temporal client)."""
+
+    async def source() -> CapacityView | None:
+        pending = query()
+        return None if pending is None else capacity_view(await pending)
+
+    return source
 
 
 def worker_registry() -> CollectorRegistry:

@@ -33,6 +33,7 @@ from apify_client.http_clients import ImpitHttpClientAsync
 from apify_client.types import WebhookRepresentation  # type: ignore[attr-defined]
 
 from orchestrator.platform.port import (
+    AccountLimits,
     ErrorKind,
     PlatformError,
     PlatformRun,
@@ -371,3 +372,16 @@ class ApifyPlatform:
             ),
         )
         return [line for line in body.decode("utf-8").split("\n") if line.strip()]
+
+    async def account_limits(self) -> AccountLimits:
+        try:
+            answer = await self._client.user("me").limits()
+        except _TRANSIENT as exc:
+            raise _translate(exc) from None
+        limits, current = answer.limits, answer.current
+        return AccountLimits(
+            max_concurrent_runs=int(limits.max_concurrent_actor_jobs),
+            max_memory_mb=round(limits.max_actor_memory_gbytes * 1024),
+            active_runs=int(current.active_actor_job_count),
+            active_memory_mb=round(current.actor_memory_gbytes * 1024),
+        )

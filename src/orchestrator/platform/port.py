@@ -77,6 +77,17 @@ class StartOptions:
     max_total_charge_usd: float | None = None
 
 
+@dataclass(frozen=True)
+class AccountLimits:
+    """The account's run limits and current use (``GET /v2/users/me/limits``), memory in MB.
+    ``current`` counts every run of the account, ours and anyone else's."""
+
+    max_concurrent_runs: int
+    max_memory_mb: int
+    active_runs: int
+    active_memory_mb: int
+
+
 class Platform(Protocol):
     async def start_run(
         self,
@@ -101,4 +112,8 @@ class Platform(Protocol):
         How a start whose answer was lost is recognised: the platform has no idempotency
         key for runs, but every run we start carries a webhook URL naming its child.
         """
+        ...
+
+    async def account_limits(self) -> AccountLimits:
+        """The account's concurrency and memory limits and what is in use now."""
         ...

@@ -15,6 +15,7 @@ from temporalio import workflow
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.admission import AdmissionActivities
     from orchestrator.activities.delivery import DeliveryActivities
     from orchestrator.activities.ingest import IngestActivities
     from orchestrator.activities.platform import PlatformActivities
@@ -22,6 +23,14 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.steps import StepActivities
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import policies
+    from orchestrator.workflows.admission_types import (
+        MarkQueuedInput,
+        MarkQueuedResult,
+        RefreshInput,
+        RefreshResult,
+        RequestSlotsInput,
+        RequestSlotsResult,
+    )
     from orchestrator.workflows.types import (
         AbortChildInput,
         AbortChildResult,
@@ -46,10 +55,13 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-async def start_actor_run(child_id: str) -> StartChildResult:
+async def start_actor_run(child_id: str, *, admitted: bool = False) -> StartChildResult:
     return await workflow.execute_activity_method(
         PlatformActivities.start_actor_run,
-        StartChildInput(child_id=child_id),
+        # ``admitted`` only when set, so the input recorded by older histories is unchanged.
+        StartChildInput(child_id=child_id, admitted=True)
+        if admitted
+        else StartChildInput(child_id=child_id),
         start_to_close_timeout=policies.START_TIMEOUT,
         schedule_to_close_timeout=policies.START_SCHEDULE_TO_CLOSE,
         # A start lost with its worker is retried (and looked up) after this, not after
@@ -156,4 +168,31 @@ async def deliver_callback(run_id: str) -> DeliverCallbackResult:
         DeliverCallbackInput(run_id=run_id),
         start_to_close_timeout=policies.CALLBACK_TIMEOUT,
         retry_policy=policies.CALLBACK_RETRY,
+    )
+
+
+async def request_slots(run_id: str, child_ids: list[str], master_id: str) -> RequestSlotsResult:
+    return await workflow.execute_activity_method(
+        AdmissionActivities.request_slots,
+        RequestSlotsInput(run_id=run_id, child_ids=child_ids, master_id=master_id),
+        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
+        retry_policy=policies.ADMISSION_RETRY,
+    )
+
+
+async def mark_queued(child_ids: list[str]) -> MarkQueuedResult:
+    return await workflow.execute_activity_method(
+        AdmissionActivities.mark_queued,
+        MarkQueuedInput(child_ids=child_ids),
+        start_to_close_timeout=policies.DB_TIMEOUT,
+        retry_policy=policies.DB_RETRY,
+    )
+
+
+async def refresh_admission(held: list[str]) -> RefreshResult:
+    return await workflow.execute_activity_method(
+        AdmissionActivities.refresh_admission,
+        RefreshInput(held=held),
+        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
+        retry_policy=policies.REFRESH_RETRY,
     )

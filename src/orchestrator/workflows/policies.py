@@ -124,3 +124,19 @@ ROWS_RETRY = RetryPolicy(
 )
 # Reading one batch (at most the byte cap plus one row) and one POST of 15 s at most.
 ROWS_TIMEOUT = timedelta(minutes=2)
+
+# Capacity admission: asking for slots (a signal-with-start) and refreshing the account's
+# limits. A refresh that still fails leaves the known capacity as it was (the admission
+# workflow tries again soon); asking for slots keeps trying, since a child waits on it.
+ADMISSION_TIMEOUT = timedelta(seconds=30)
+ADMISSION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=50,
+)
+REFRESH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=3,
+)

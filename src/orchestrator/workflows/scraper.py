@@ -14,21 +14,38 @@ Pollers are started with ``ParentClosePolicy.ABANDON`` and report back by the
 ``child_finished`` signal instead of being awaited: a poller then outlives a master that was
 terminated or restarted (by the reconciler), and a new master run simply learns of it
 again. A child already terminal in the database counts as finished at once.
+
+Capacity admission (``ADMIT_PATCH``; histories from before it replay the old path): a child
+is started only once the admission workflow (workflows/admission.py) has granted it a slot.
+The master asks for the slots of every child that can start now in one ``request_slots``
+activity (a chained child: once its input is built), waits for ``slots_granted``, and
+releases each slot (``release_slots``, batched) when its child has finished, failed to
+start, been skipped, or, on abort or stop, for every child at once. A start the platform
+refuses for capacity anyway is reported (``start_refused``) and waits for its next grant.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.domain.ids import poller_workflow_id
+    from orchestrator.domain.ids import admission_workflow_id, poller_workflow_id
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import calls
+    from orchestrator.workflows.admission_types import (
+        RELEASE_SLOTS_SIGNAL,
+        SLOTS_GRANTED_SIGNAL,
+        START_REFUSED_SIGNAL,
+        SlotRefusal,
+        SlotRelease,
+        SlotsGranted,
+    )
     from orchestrator.workflows.poller import (
         CHILD_FINISHED_SIGNAL,
         PARTIAL_ROWS_PATCH,
@@ -42,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         OrchestratorInput,
         OrchestratorResult,
         PollerInput,
+        StartChildResult,
         StopRequest,
     )
 
@@ -49,6 +67,11 @@ ORCHESTRATOR_WORKFLOW = "ScraperOrchestrator"
 # From here on a start cancelled by an abort (say, while waiting for capacity) is left to
 # the abort sweep, which records the child ``aborted``; before, it was recorded as failed.
 CANCELLED_START_PATCH = "cancelled-start-is-aborted"
+# Children wait for a slot of the admission workflow before they are started.
+ADMIT_PATCH = "admit-children"
+# Children still waiting for a slot are asked for again this often: if the admission
+# workflow was reset (terminated, started afresh) their tickets are back within this time.
+ADMISSION_REASK = timedelta(minutes=5)
 
 
 @workflow.defn(name=ORCHESTRATOR_WORKFLOW)
@@ -58,10 +81,20 @@ class ScraperOrchestrator:
         self._pollers: set[str] = set()
         self._stop_reason: str | None = None
         self._spawning: asyncio.Future[list[None]] | None = None
+        # Admission: children granted a slot and not started yet, and those released.
+        self._admit = False
+        self._granted: set[str] = set()
+        self._released: set[str] = set()
+        self._closing = False
+        self._awaiting_grant: set[str] = set()
 
     @workflow.signal(name=CHILD_FINISHED_SIGNAL)
     def child_finished(self, done: ChildFinished) -> None:
         self._finished[done.child_id] = done.state
+
+    @workflow.signal(name=SLOTS_GRANTED_SIGNAL)
+    def slots_granted(self, granted: SlotsGranted) -> None:
+        self._granted.update(granted.child_ids)
 
     @workflow.signal(name=STOP_REQUEST_SIGNAL)
     def stop_request(self, stop: StopRequest) -> None:
@@ -75,7 +108,18 @@ class ScraperOrchestrator:
     @workflow.run
     async def run(self, params: OrchestratorInput) -> OrchestratorResult:
         expected = set(params.child_ids)
+        self._admit = workflow.patched(ADMIT_PATCH)
+        # Side tasks of admission: releasing finished children's slots, asking again.
+        side: list[asyncio.Task[None]] = []
         try:
+            if self._admit:
+                side = [
+                    asyncio.create_task(self._release_finished()),
+                    asyncio.create_task(self._reask(params.run_id)),
+                ]
+                now = [cid for cid in params.child_ids if cid not in params.depends_on]
+                if now and not await self._request_slots(params.run_id, now):
+                    raise asyncio.CancelledError  # aborted while asking: the abort path
             self._spawning = asyncio.gather(
                 *(
                     self._spawn_after(params.run_id, cid, params.depends_on[cid])
@@ -93,6 +137,11 @@ class ScraperOrchestrator:
         except asyncio.CancelledError:
             # The caller aborted (the workflow is cancelled) or a stop cancelled the starts.
             await self._abort(params)
+        if self._admit:
+            self._closing = True
+            await asyncio.gather(*side)
+            # Every slot and waiting ticket of this request goes (unknown ids are ignored).
+            await self._release([c for c in params.child_ids if c not in self._released])
         final = await calls.finalize_run(params.run_id)
         if final.deliver_callback:
             await self._deliver_callback(params.run_id)
@@ -124,11 +173,82 @@ class ScraperOrchestrator:
         if step.skipped or ChildState(step.state).terminal:
             self._finished.setdefault(child_id, step.state)
             return
+        if self._admit and not await self._request_slots(run_id, [child_id]):
+            return  # a stop or an abort came meanwhile; the sweep ends it aborted
         await self._spawn(run_id, child_id)
+
+    async def _request_slots(self, run_id: str, child_ids: list[str]) -> bool:
+        """Ask admission for these children's slots; False when cancelled meanwhile (an
+        abort or a stop)."""
+        try:
+            asked = await calls.request_slots(run_id, child_ids, workflow.info().workflow_id)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                return False
+            raise
+        self._granted.update(asked.ready)
+        return True
+
+    async def _signal_admission(self, signal: str, arg: SlotRelease | SlotRefusal) -> None:
+        handle = workflow.get_external_workflow_handle(
+            admission_workflow_id(workflow.info().task_queue)
+        )
+        try:
+            await handle.signal(signal, arg)
+        except Exception:  # no admission workflow (never asked): nothing is held
+            workflow.logger.info("admission workflow not signalled (%s)", signal)
+
+    async def _release(self, child_ids: list[str]) -> None:
+        if child_ids:
+            self._released.update(child_ids)
+            await self._signal_admission(RELEASE_SLOTS_SIGNAL, SlotRelease(child_ids=child_ids))
+
+    async def _release_finished(self) -> None:
+        """Release the slots of finished children as they finish, batched."""
+        while True:
+            await workflow.wait_condition(
+                lambda: self._closing or bool(self._finished.keys() - self._released)
+            )
+            if self._closing:
+                return
+            await self._release(sorted(self._finished.keys() - self._released))
+
+    async def _reask(self, run_id: str) -> None:
+        """Ask again, now and then, for the slots still awaited (idempotent for admission)."""
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._closing, timeout=ADMISSION_REASK)
+            waiting = sorted(self._awaiting_grant - self._granted)
+            if waiting and not self._closing:
+                try:
+                    await self._request_slots(run_id, waiting)
+                except ActivityError as err:  # the next round asks again
+                    workflow.logger.warning("slots not asked for again: %s", _cause(err))
+
+    async def _start_admitted(self, child_id: str) -> StartChildResult:
+        """Wait for a slot, then start; a start the platform refused for capacity gives the
+        slot back (the admission workflow requeues it at its workspace's head) and waits for
+        the next grant."""
+        while True:
+            self._awaiting_grant.add(child_id)
+            try:
+                await workflow.wait_condition(lambda: child_id in self._granted)
+            finally:
+                self._awaiting_grant.discard(child_id)
+            started = await calls.start_actor_run(child_id, admitted=True)
+            if started.refused is None:
+                return started
+            self._granted.discard(child_id)
+            await self._signal_admission(
+                START_REFUSED_SIGNAL, SlotRefusal(child_id=child_id, error_type=started.refused)
+            )
 
     async def _spawn(self, run_id: str, child_id: str) -> None:
         try:
-            started = await calls.start_actor_run(child_id)
+            if self._admit:
+                started = await self._start_admitted(child_id)
+            else:
+                started = await calls.start_actor_run(child_id)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError) and workflow.patched(CANCELLED_START_PATCH):
                 # Aborted before it started: not a failure; the abort sweep records it.

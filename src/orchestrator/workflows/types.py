@@ -32,6 +32,8 @@ class OrchestratorResult:
 @dataclass(frozen=True)
 class StartChildInput:
     child_id: str
+    #: The child holds an admission slot: a 402 is answered as "refused", not retried.
+    admitted: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class StartChildResult:
     poll_long_wait_seconds: int
     polls_per_workflow_run: int
     ingest_heartbeat_seconds: float
+    #: An admitted start the platform refused for capacity (402): the error type, and the
+    #: child is ``queued`` again. None otherwise.
+    refused: str | None = None
 
     @classmethod
     def of(
@@ -59,6 +64,7 @@ class StartChildResult:
         dataset_id: str | None,
         failure: str | None,
         plan: FollowPlan,
+        refused: str | None = None,
     ) -> StartChildResult:
         return cls(
             child_id=child_id,
@@ -71,6 +77,7 @@ class StartChildResult:
             poll_long_wait_seconds=plan.poll_long_wait_seconds,
             polls_per_workflow_run=plan.polls_per_workflow_run,
             ingest_heartbeat_seconds=plan.ingest_heartbeat_seconds,
+            refused=refused,
         )
 
     @property

@@ -16,6 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sqlalchemy import Connection
+from starlette.concurrency import run_in_threadpool
 
 from orchestrator.api.auth import Caller
 from orchestrator.api.cursors import (
@@ -54,8 +55,8 @@ from orchestrator.db.queries import plans as plan_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.run_listing import RunFilter, list_runs_page
 from orchestrator.domain.errors import NotFound, ValidationFailed
-from orchestrator.domain.lifecycle import RunState
-from orchestrator.service import planning
+from orchestrator.domain.lifecycle import ChildState, RunState
+from orchestrator.service import admission, planning
 from orchestrator.service.auth import Principal
 from orchestrator.service.control import abort_request
 from orchestrator.service.errors import InvalidIdempotencyKey
@@ -241,16 +242,29 @@ def list_runs(
     response_model=RunView,
     summary="A request with its children, and what each cost (`usageTotalUsd`).",
 )
-def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
-    with app_state.reader.connect() as conn:
-        run = _visible_run(conn, run_id, caller)
-        children = run_queries.get_children(conn, run_id)
-        calls = event_queries.platform_calls(conn, run_id)
-        spent = run_queries.run_usage_total(conn, run_id)
-        plan = plan_queries.get_plan(conn, run.plan_id) if run.plan_id else None
-    view = run_view(run, children, calls, usage_total_usd=spent)
-    if plan is not None:
-        view.plan = PlanView.model_validate(planning.plan_view(plan))
+async def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
+    def read() -> RunView:
+        with app_state.reader.connect() as conn:
+            run = _visible_run(conn, run_id, caller)
+            children = run_queries.get_children(conn, run_id)
+            calls = event_queries.platform_calls(conn, run_id)
+            spent = run_queries.run_usage_total(conn, run_id)
+            plan = plan_queries.get_plan(conn, run.plan_id) if run.plan_id else None
+        view = run_view(run, children, calls, usage_total_usd=spent)
+        if plan is not None:
+            view.plan = PlanView.model_validate(planning.plan_view(plan))
+        return view
+
+    view = await run_in_threadpool(read)
+    # Queued children: their place in the admission workflow's queue (a Temporal query;
+    # when it cannot be read, the position is simply not shown).
+    queued = [c for c in view.children if c.state == ChildState.QUEUED]
+    if queued:
+        positions = await admission.queue_positions(
+            app_state.temporal, app_state.settings.task_queue, [c.id for c in queued]
+        )
+        for c in queued:
+            c.queue_position = positions.get(c.id)
     return view
 
 

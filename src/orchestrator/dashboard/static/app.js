@@ -146,7 +146,9 @@ async function refreshRun() {
     cell(tr, child.index);
     cell(tr, child.actor);
     cell(tr, fedBy(child.inputFrom, child.inputBuilt), "input-from");
-    cell(tr, child.state, "state state-" + child.state);
+    // A queued run shows its place in the admission queue (1 = next), when known.
+    const queued = child.queuePosition ? " #" + child.queuePosition : "";
+    cell(tr, child.state + queued, "state state-" + child.state);
     cell(tr, child.platformStatus);
     cell(tr, child.itemsIngested);
     cell(tr, child.statusMessage);

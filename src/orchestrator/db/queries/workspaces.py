@@ -89,3 +89,21 @@ def rotate_secret(
     record = get_workspace(conn, workspace_id)
     assert record is not None
     return record
+
+
+def get_concurrency_limit(conn: Connection, workspace_id: str) -> int | None:
+    """Most platform runs the workspace may hold at once (capacity admission); None: none."""
+    limit = conn.execute(
+        select(workspaces.c.max_concurrent_runs).where(workspaces.c.id == workspace_id)
+    ).scalar_one_or_none()
+    return None if limit is None else int(limit)
+
+
+def set_concurrency_limit(
+    conn: Connection, workspace_id: str, limit: int | None, new_nonce: Callable[[], str]
+) -> None:
+    """Give the workspace a concurrency limit (creating its row if need be), or none."""
+    ensure_workspace(conn, workspace_id, new_nonce)
+    conn.execute(
+        update(workspaces).where(workspaces.c.id == workspace_id).values(max_concurrent_runs=limit)
+    )
