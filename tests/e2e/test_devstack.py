@@ -122,6 +122,30 @@ def test_several_apis_and_workers_are_numbered_instances(
     assert DevStack(tmp_path, ports).instances == COMPONENTS
 
 
+def test_the_welcome_table_lists_every_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from orchestrator.cli.devstack.console import _print_welcome
+
+    monkeypatch.delenv("ORCHESTRATOR_DATABASE_URL", raising=False)
+    stack = DevStack(tmp_path, StackPorts(temporal=1, temporal_ui=2, emulator=3, api=10),
+                     apis=2, workers=3)  # fmt: skip
+    console = Console(record=True, width=200)
+    _print_welcome(console, stack)
+    shown = console.export_text()
+    for label in ("API (api-1)", "API (api-2)", "worker-1", "worker-2", "worker-3"):
+        assert label in shown
+    assert "http://127.0.0.1:11" in shown
+    assert "set ORCHESTRATOR_DATABASE_URL to a PostgreSQL database" in shown
+
+    monkeypatch.setenv("ORCHESTRATOR_DATABASE_URL", "postgresql+psycopg://me@db/orch")
+    console = Console(record=True, width=200)
+    _print_welcome(console, DevStack(tmp_path, StackPorts(api=10), apis=2, workers=3))
+    assert "PostgreSQL database" not in console.export_text()
+
+
 def test_unknown_component_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown components"):
         DevStack(tmp_path, components=("temporal", "redis"))

@@ -143,6 +143,13 @@ def _print_welcome(console: Console, stack: DevStack) -> None:
             table.add_row(name, component.note, pid)
     console.print(table)
     console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
+    several = len(stack.instances_of("api")) > 1 or len(stack.instances_of("worker")) > 1
+    if several and stack.env["ORCHESTRATOR_DATABASE_URL"].startswith("sqlite"):
+        # It works, but SQLite takes one writer at a time: not what scale-out is about.
+        console.print(
+            "[yellow]note:[/yellow] several processes share one SQLite file; set "
+            "ORCHESTRATOR_DATABASE_URL to a PostgreSQL database to scale out"
+        )
     if "api" in stack.components:
         api_url = stack.urls["api"]
         api_flag = "" if stack.ports.api == DEFAULT_PORTS.api else f" --api-url {api_url}"
