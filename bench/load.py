@@ -83,13 +83,13 @@ class LoadPlan:
     def quick() -> LoadPlan:
         # A smoke-sized load: the whole quick run has two minutes.
         return LoadPlan(
-            requests=4,
+            requests=3,
             children=3,
-            rate=4.0,
+            rate=3.0,
             cap=3,
-            child_secs=1.5,
+            child_secs=1.0,
             items=20,
-            trickle_requests=2,
+            trickle_requests=1,
             trickle_every_secs=1.0,
             workers=(1, 3),
         )
