@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, chart, report, scenarios
+from bench import baselines, chart, load, report, scenarios
 from bench.stack import (
     POLL_INTERVAL_SECONDS,
     TIME_SCALE,
@@ -197,6 +197,11 @@ def run(plan: Plan, *, postgres: bool = True) -> dict[str, Any]:
                     results["databases"]["postgresql"] = run_database(
                         plan, platform, tmp, "postgresql", url, base_url
                     )
+                # 5. The load: its own capped emulator and PostgreSQL database (several
+                # workers need a database that takes concurrent writers).
+                load_plan = load.LoadPlan.quick() if plan.mode == "quick" else load.LoadPlan.full()
+                log.info("load scenario (%s)", plan.mode)
+                results["load"] = load.run_load(platform, tmp, load_plan)
     results["durationSecs"] = round(time.monotonic() - started, 1)
     # Other work on the machine skews every figure; the load average makes it visible.
     results["loadAverage"] = {"start": load_at_start, "end": list(os.getloadavg())}

@@ -189,6 +189,53 @@ def _load(results: dict[str, Any]) -> str:
     return f"; 1-min load average {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at end"
 
 
+def _workers_summed(spent: dict[str, float]) -> dict[str, float]:
+    """CPU seconds with every worker instance (``worker-2``) counted under ``worker``."""
+    summed: dict[str, float] = {}
+    for name, secs in spent.items():
+        key = "worker" if name.startswith("worker") else name
+        summed[key] = round(summed.get(key, 0.0) + secs, 2)
+    return summed
+
+
+def load_section(found: dict[str, Any] | None) -> list[str]:
+    """Section 5 (the open-loop load), one row per worker count; nothing without a load."""
+    if not found or not found.get("runs"):
+        return []
+    plan = found["plan"]
+    out = [
+        "",
+        f"#### 5. Load ({plan['requests']} requests x {plan['children']} children at "
+        f"{plan['rate']:g}/s, runs of {plan['child_secs']:g} s; account cap {plan['cap']} "
+        f"concurrent runs vs a demand of ≈ {found['demandRuns']:g}; PostgreSQL, one API)",
+        "",
+        f"Beside the burst, a second workspace sends {plan['trickle_requests']} one-child "
+        f"requests, one every {plan['trickle_every_secs']:g} s; the same trickle alone on the "
+        "idle stack is the yardstick. Times in seconds.",
+        "",
+        "| workers | POST → 202 p50 / p95 | first POST → all terminal | burst request "
+        "p50 / p95 | slots mean / peak (utilisation) | starts (402) | status | pages | other "
+        "| trickle alone p50 | trickle under load p50 / max | slowdown |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in found["runs"]:
+        accept, burst, slots = run["acceptLatency"], run["burstToTerminal"], run["slots"]
+        calls, trickle = run["platformCalls"], run["trickle"]
+        out.append(
+            f"| {run['workers']} | {_num(accept['p50'], 2)} / {_num(accept['p95'], 2)} "
+            f"| {_num(run['allTerminalSecs'], 1)} "
+            f"| {_num(burst['p50'], 1)} / {_num(burst['p95'], 1)} "
+            f"| {_num(slots['mean'], 1)} / {slots['peak']} of {slots['cap']} "
+            f"({_num(slots['utilisation'], 2)}) "
+            f"| {calls['start']} ({run['refusedStarts']}) | {calls['status']} "
+            f"| {calls['datasetPages']} | {calls['other']} "
+            f"| {_num(trickle['alone']['p50'], 2)} "
+            f"| {_num(trickle['underLoad']['p50'], 1)} / {_num(trickle['underLoad']['max'], 1)} "
+            f"| {_num(trickle['slowdownP50'], 1)}x |"
+        )
+    return out
+
+
 def table(results: dict[str, Any]) -> str:
     """The whole report as Markdown (tables render readably on a terminal too)."""
     summary = results.get("summary") or summarize(results)
@@ -293,6 +340,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {sum(c.values()):g} (max {fan['maxEventCallsOneChild']} from events) "
             f"| {fan['callBound']} | — |"
         )
+    out += load_section(results.get("load"))
     cpu_rows = [
         (f"ingest {ing['items']:,}, {kind}", ing["cpuSecs"])
         for kind, db in results["databases"].items()
@@ -301,6 +349,8 @@ def table(results: dict[str, Any]) -> str:
     ]
     if fan and fan.get("cpuSecs"):
         cpu_rows.append((f"fan-out {fan['children']}", fan["cpuSecs"]))
+    for entry in (results.get("load") or {}).get("runs", []):
+        cpu_rows.append((f"load, {entry['workers']} worker(s)", _workers_summed(entry["cpuSecs"])))
     if cpu_rows:
         names = ("temporal", "emulator", "api", "worker", "bench")
         out += [

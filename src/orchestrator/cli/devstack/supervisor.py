@@ -27,8 +27,11 @@ from orchestrator.cli.devstack.components import (
     DESCRIPTIONS,
     EMULATOR_TOKEN,
     HOST,
+    SCALABLE,
     Component,
+    Instance,
     PortInUseError,
+    Spawned,
     StackError,
     StackPorts,
 )
@@ -62,6 +65,10 @@ class _Running:
     process: subprocess.Popen[bytes]
     started_at: float  # wall clock, comparable with Temporal's poller timestamps
 
+    @property
+    def spawned(self) -> Spawned:
+        return Spawned(pid=self.process.pid, started_at=self.started_at)
+
 
 def port_is_free(port: int, host: str = HOST) -> bool:
     """Whether a server could listen on ``host:port`` right now."""
@@ -82,6 +89,12 @@ class DevStack:
     Use as a context manager (``with DevStack(var_dir, ports) as stack: ...``) or call
     :meth:`start` and :meth:`stop`. Each child runs in its own session/process group, so a
     Ctrl-C in the terminal reaches only us, and we decide the shutdown order.
+
+    ``apis`` and ``workers`` run that many API and worker processes (the scale-out variant:
+    all on one Temporal server, one emulator and one database; API ``n`` listens on
+    ``ports.api + n - 1``). Methods that take a component's ``name`` take an instance name
+    (:attr:`instances`): ``worker`` when one worker runs, ``worker-1`` … ``worker-N`` when
+    several do; logs are per instance (``logs/worker-2.log``).
     """
 
     def __init__(
@@ -97,16 +110,31 @@ class DevStack:
         commands: Mapping[str, Sequence[str]] | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT_SECONDS,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS,
+        apis: int = 1,
+        workers: int = 1,
     ) -> None:
         unknown = sorted((set(components) | set(commands or {})) - set(COMPONENTS))
         if unknown:
             raise ValueError(f"unknown components {unknown}; choose from {list(COMPONENTS)}")
+        if apis < 1 or workers < 1:
+            raise ValueError(f"a stack runs at least one API and one worker, not {apis}/{workers}")
         # Absolute, so the SQLite URLs handed to children do not depend on their cwd.
         self.var_dir = var_dir.resolve()
         self.ports = ports
         self.log_dir = (log_dir or self.var_dir / "logs").resolve()
         self.temporal_ui = temporal_ui
         self.components: tuple[str, ...] = tuple(c for c in COMPONENTS if c in components)
+        counts = {"api": apis, "worker": workers}
+        assert set(counts) == set(SCALABLE)
+        # Every process the stack runs, by name, in start order.
+        self._instances: dict[str, Instance] = {
+            instance.name: instance
+            for kind in self.components
+            for instance in (
+                Instance(kind, number, counts.get(kind, 1))
+                for number in range(1, counts.get(kind, 1) + 1)
+            )
+        }
         # Replaces a component's command line (a custom build, a fake in tests); the
         # wiring, ports and readiness checks stay the same.
         self.commands: dict[str, list[str]] = {k: list(v) for k, v in (commands or {}).items()}
@@ -122,7 +150,7 @@ class DevStack:
         self._unsaved_dev_secrets = False
 
     def __repr__(self) -> str:
-        running = [name for name in self.components if self.is_running(name)]
+        running = [name for name in self.instances if self.is_running(name)]
         return f"DevStack(var_dir={str(self.var_dir)!r}, ports={self.ports!r}, running={running!r})"
 
     # -- configuration -------------------------------------------------------------------
@@ -135,8 +163,9 @@ class DevStack:
         It may contain secrets: never print or log it.
         """
         env = self._shared_env()
-        for name in COMPONENTS:
-            env.update(self.component(name).env)
+        for kind in COMPONENTS:
+            # The first instance of each kind speaks for it (e.g. the first API's port).
+            env.update(DESCRIPTIONS[kind](self, Instance(kind)).env)
         env.update(self._extra_env)
         return env
 
@@ -269,26 +298,56 @@ class DevStack:
 
     @property
     def urls(self) -> dict[str, str]:
-        """Where each selected component listens, by name (``temporal`` is a gRPC address)."""
+        """Where each selected component listens, by name (``temporal`` is a gRPC address;
+        ``api`` is the first API, ``api-2`` … the others)."""
         return {
             endpoint.key: endpoint.url
-            for name in self.components
+            for name in self.instances
             for endpoint in self.component(name).endpoints
         }
 
+    @property
+    def instances(self) -> tuple[str, ...]:
+        """The name of every process the stack runs, in start order."""
+        return tuple(self._instances)
+
+    def instances_of(self, kind: str) -> tuple[str, ...]:
+        """The names of the processes of one kind (``("worker-1", "worker-2")``)."""
+        return tuple(name for name, i in self._instances.items() if i.kind == kind)
+
+    def api_port(self, number: int = 1) -> int:
+        """The port API process ``number`` (1-based) listens on."""
+        return self.ports.api + number - 1
+
+    @property
+    def api_urls(self) -> list[str]:
+        """The base URL of every API process, in order."""
+        return [f"http://{HOST}:{self.api_port(i.number)}" for i in self._of_kind("api")]
+
+    def _of_kind(self, kind: str) -> list[Instance]:
+        return [i for i in self._instances.values() if i.kind == kind]
+
     def component(self, name: str) -> Component:
-        """The description of component ``name`` as this stack configures it."""
-        self._check_name(name)
-        described = DESCRIPTIONS[name](self)
-        if name in self.commands:
+        """The description of process ``name`` (an instance name) as this stack configures it."""
+        instance = self._instance(name)
+        described = DESCRIPTIONS[instance.kind](self, instance)
+        if instance.kind in self.commands:
             # A replaced command line keeps the component's wiring, ports and probe.
-            command = list(self.commands[name])
+            command = list(self.commands[instance.kind])
             described = replace(described, argv=lambda: list(command))
         return described
 
+    def _instance(self, name: str) -> Instance:
+        found = self._instances.get(name)
+        if found is not None:
+            return found
+        known = self.instances_of(name)
+        if known:
+            raise ValueError(f"{name!r} runs as {list(known)}; name one of them")
+        raise ValueError(f"unknown component {name!r}; choose from {list(self.instances)}")
+
     def _check_name(self, name: str) -> None:
-        if name not in COMPONENTS:
-            raise ValueError(f"unknown component {name!r}; choose from {list(COMPONENTS)}")
+        self._instance(name)
 
     # -- logs ----------------------------------------------------------------------------
 
@@ -315,9 +374,9 @@ class DevStack:
         return "\n".join(text[max(start, 0) :].splitlines()[-lines:])
 
     def log_tails(self, lines: int = 40) -> str:
-        """Every selected component's log tail, headed by its name (for test failures)."""
+        """Every process's log tail, headed by its name (for test failures)."""
         parts = []
-        for name in self.components:
+        for name in self.instances:
             parts.append(
                 f"----- {name} ({self.log_path(name)}) -----\n{self.log_tail(name, lines)}"
             )
@@ -333,7 +392,7 @@ class DevStack:
         """
         busy = [
             endpoint
-            for name in self.components
+            for name in self.instances
             if name not in self._running
             for endpoint in self.component(name).endpoints
             if endpoint.port is not None and not port_is_free(endpoint.port)
@@ -345,7 +404,7 @@ class DevStack:
                 "or choose other ports"
             )
         try:
-            for name in self.components:
+            for name in self.instances:
                 if not self.is_running(name):
                     self.start_component(name)
         except BaseException:
@@ -404,7 +463,7 @@ class DevStack:
                     f"{name} {describe_exit(code)} while starting; "
                     f"last lines of {self.log_path(name)}:\n{self.log_tail(name)}"
                 )
-            if probe(running.started_at):
+            if probe(running.spawned):
                 logger.info("%s is ready", name)
                 return
             if time.monotonic() >= deadline:
@@ -483,13 +542,13 @@ class DevStack:
 
     def stop(self) -> None:
         """Stop every running component in reverse start order. Idempotent."""
-        for name in reversed(COMPONENTS):
+        for name in reversed(self.instances):
             self.stop_component(name)
         atexit.unregister(self.stop)
 
     def kill_all(self) -> None:
         """SIGKILL every component (the escape hatch for an impatient second Ctrl-C)."""
-        for name in reversed(COMPONENTS):
+        for name in reversed(self.instances):
             self.kill(name)
 
     def __enter__(self) -> DevStack:
