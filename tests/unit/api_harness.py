@@ -14,6 +14,7 @@ from typing import Any, cast
 import httpx
 from sqlalchemy import Engine, Integer, delete, func, select
 from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
 
 from orchestrator.api.deps import AppState
 from orchestrator.app import create_app
@@ -41,11 +42,28 @@ class _Handle:
 
 @dataclass
 class FakeTemporal:
+    #: Workflow executions started, by id (a start of a running id finds it: USE_EXISTING).
     started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     signalled: list[tuple[str, str]] = field(default_factory=list)
+    #: Raised by the next start instead of starting (then cleared).
+    fail_next_start: BaseException | None = None
 
-    async def start_workflow(self, workflow: str, arg: Any, *, id: str, **_: Any) -> None:
+    async def start_workflow(
+        self,
+        workflow: str,
+        arg: Any,
+        *,
+        id: str,
+        id_conflict_policy: WorkflowIDConflictPolicy = WorkflowIDConflictPolicy.UNSPECIFIED,
+        **_: Any,
+    ) -> None:
+        if self.fail_next_start is not None:
+            failure, self.fail_next_start = self.fail_next_start, None
+            raise failure
+        if id in self.started:
+            assert id_conflict_policy is WorkflowIDConflictPolicy.USE_EXISTING, id
+            return
         self.started.append(id)
 
     def get_workflow_handle(self, workflow_id: str) -> _Handle:

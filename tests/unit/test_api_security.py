@@ -3,17 +3,22 @@ callback URL checks and problem+json errors. Temporal is a recording fake."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 from sqlalchemy import Engine, select, text
+from temporalio.client import Client
 
+from orchestrator.api.schemas import CreateRunRequest
 from orchestrator.db.schema import api_keys, metadata
+from orchestrator.domain.ids import orchestrator_workflow_id
+from orchestrator.service.submission import submit
 from tests.unit.api_harness import Api, api_for
 
 RUN = {"actor": "ultron-leadgen", "input": {"brief": "b"}}
@@ -212,6 +217,30 @@ async def test_idempotency_key_replays_or_conflicts(api_any_db: Api) -> None:
     bad = await c.post("/runs", json=body(ws_a), headers=headers | {"Idempotency-Key": '""'})
     assert_problem(bad, 400, "invalid-idempotency-key", "Idempotency-Key")
     assert api.counts() == (2, 2)
+
+
+async def test_a_replay_starts_the_workflow_a_cancelled_first_call_stored_but_never_started(
+    api_any_db: Api,
+) -> None:
+    """The first call committed the request, then was cancelled (its client went away, its
+    process died) before it started the workflow: the caller's retry with the same key
+    starts it, once; a retry of a running request starts nothing new."""
+    api = api_any_db
+    command = CreateRunRequest.model_validate(body(f"ws_{secrets.token_hex(4)}")).to_command()
+    task_queue = api.settings.task_queue
+    temporal = cast(Client, api.temporal)
+    api.temporal.fail_next_start = asyncio.CancelledError()
+    with pytest.raises(asyncio.CancelledError):
+        await submit(api.engine, temporal, task_queue, command, idempotency_key="k-cut")
+    assert api.counts() == (1, 1) and api.temporal.started == []  # stored, not started
+
+    again = await submit(api.engine, temporal, task_queue, command, idempotency_key="k-cut")
+    assert again.replayed
+    assert api.temporal.started == [orchestrator_workflow_id(again.run.id)]
+    third = await submit(api.engine, temporal, task_queue, command, idempotency_key="k-cut")
+    assert third.replayed and third.run.id == again.run.id
+    assert api.temporal.started == [orchestrator_workflow_id(again.run.id)]
+    assert api.counts() == (1, 1)
 
 
 async def test_limits_reject_and_create_nothing(sqlite_engine: Engine) -> None:

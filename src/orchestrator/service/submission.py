@@ -399,10 +399,8 @@ async def _start(
     command: SubmitRequest,
 ) -> None:
     """Start the stored request's workflow; if Temporal refuses, delete the request again."""
-    child_ids = [child_id(record.id, i) for i in range(record.children_total)]
-    graph = step_graph(record.id, [spec.input_from for spec in command.runs])
     try:
-        await start_request_workflow(temporal, task_queue, record.id, child_ids, graph)
+        await start_request_workflow(temporal, task_queue, *_workflow_args(record, command))
     except Exception as exc:
         log.exception("could not start the workflow of %s; rolling the request back", record.id)
         await asyncio.to_thread(_forget, engine, record.id)
@@ -440,11 +438,33 @@ async def submit(
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
     )
-    if submission.replayed:
-        log.info("idempotent replay of %s", submission.run.id)
-    else:
+    if not submission.replayed:
         await _start(engine, temporal, task_queue, submission.run, command)
+    elif not submission.run.terminal:
+        log.info("idempotent replay of %s", submission.run.id)
+        await _ensure_started(temporal, task_queue, submission.run, command)
     return submission
+
+
+async def _ensure_started(
+    temporal: Client, task_queue: str, record: run_queries.RunRecord, command: SubmitRequest
+) -> None:
+    """Start a replayed request's workflow unless it runs: the first call may have stored the
+    request and then died (or been cancelled) before starting it, and the caller's retry is
+    the soonest anyone learns of it. The workflow id is the run's, so a running workflow is
+    found, never doubled; if Temporal fails here the reconciler still starts it later."""
+    try:
+        await start_request_workflow(temporal, task_queue, *_workflow_args(record, command))
+    except Exception:
+        log.warning("could not make sure the workflow of %s runs", record.id, exc_info=True)
+
+
+def _workflow_args(
+    record: run_queries.RunRecord, command: SubmitRequest
+) -> tuple[str, list[str], dict[str, list[str]]]:
+    """The run id, child ids and step graph the request's workflow starts with."""
+    child_ids = [child_id(record.id, i) for i in range(record.children_total)]
+    return record.id, child_ids, step_graph(record.id, [spec.input_from for spec in command.runs])
 
 
 def _forget(engine: Engine, run_id: str) -> None:
