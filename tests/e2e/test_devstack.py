@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -54,6 +55,23 @@ def test_env_wires_components_together(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setenv("ORCHESTRATOR_DATABASE_URL", "postgresql+psycopg://me@db/orch")
     assert DevStack(tmp_path, ports).env["ORCHESTRATOR_DATABASE_URL"].startswith("postgresql")
+
+    # Metrics ports are the worker's own sockets: the stack-wide environment (which a test
+    # hands to an API and a worker of its own) leaves them out; workers get their own pair.
+    metered = DevStack(
+        tmp_path, replace(ports, worker_metrics=9500, temporal_metrics=9501), workers=2
+    )
+    assert "ORCHESTRATOR_WORKER_METRICS_PORT" not in metered.env
+    assert "ORCHESTRATOR_TEMPORAL_METRICS_PORT" not in metered.env
+    first, second = (metered.child_env(n) for n in ("worker-1", "worker-2"))
+    assert (
+        first["ORCHESTRATOR_WORKER_METRICS_PORT"],
+        first["ORCHESTRATOR_TEMPORAL_METRICS_PORT"],
+    ) == ("9500", "9501")
+    assert (
+        second["ORCHESTRATOR_WORKER_METRICS_PORT"],
+        second["ORCHESTRATOR_TEMPORAL_METRICS_PORT"],
+    ) == ("9502", "9503")
 
 
 def test_each_child_gets_the_shared_wiring_and_only_its_own_settings(

@@ -57,6 +57,11 @@ TEMPORAL_CONNECTION_VARIABLES: Final = tuple(
     for name in Settings.model_fields
     if name.startswith(("temporal_tls", "temporal_api_key"))
 )
+#: Ports one process listens on for its metrics (observability/exposition.py).
+PROCESS_METRICS_VARIABLES: Final = (
+    "ORCHESTRATOR_WORKER_METRICS_PORT",
+    "ORCHESTRATOR_TEMPORAL_METRICS_PORT",
+)
 DEFAULT_PORTS: Final = StackPorts()
 
 
@@ -166,6 +171,10 @@ class DevStack:
         for kind in COMPONENTS:
             # The first instance of each kind speaks for it (e.g. the first API's port).
             env.update(DESCRIPTIONS[kind](self, Instance(kind)).env)
+        # A metrics port is one process's listening socket: another process started with
+        # this environment (a test's own API beside its worker) must not try to bind it too.
+        for variable in PROCESS_METRICS_VARIABLES:
+            env.pop(variable, None)
         env.update(self._extra_env)
         return env
 
