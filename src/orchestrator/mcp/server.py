@@ -35,7 +35,7 @@ from orchestrator.api.cursors import CURSOR_PATTERN, MAX_CURSOR, decode_item_cur
 from orchestrator.api.cursors import encode_item_cursor as encode_cursor
 from orchestrator.api.deps import AppState
 from orchestrator.api.routes.catalog import actor_view
-from orchestrator.api.routes.views import abort_view, run_view
+from orchestrator.api.routes.views import abort_view, run_view, with_queue_positions
 from orchestrator.api.schemas import (
     AbortResponse,
     CatalogView,
@@ -375,7 +375,13 @@ def build_server(
                     shown.plan = PlanView.model_validate(planning.plan_view(details.plan))
                 return shown
 
-            current = await asyncio.to_thread(view)
+            async def current_view() -> RunView:
+                app = state()
+                return await with_queue_positions(
+                    await asyncio.to_thread(view), app.temporal, app.settings.task_queue
+                )
+
+            current = await current_view()
             while not current.terminal:
                 elapsed = anyio.current_time() - started
                 if elapsed >= waitSecs:
@@ -388,7 +394,7 @@ def build_server(
                     f"runs ended, {current.items_total} rows",
                 )
                 await anyio.sleep(min(WAIT_POLL_SECS, waitSecs - elapsed))
-                current = await asyncio.to_thread(view)
+                current = await current_view()
             waited = round(anyio.current_time() - started, 3)
             return RunStatus(run=current, waited_secs=waited, next=_next_for(current))
 

@@ -37,7 +37,7 @@ from orchestrator.api.item_formats import (
     render_ndjson,
 )
 from orchestrator.api.params import DateTimeParam
-from orchestrator.api.routes.views import abort_view, run_summary, run_view
+from orchestrator.api.routes.views import abort_view, run_summary, run_view, with_queue_positions
 from orchestrator.api.schemas import (
     AbortResponse,
     CreateRunRequest,
@@ -55,8 +55,8 @@ from orchestrator.db.queries import plans as plan_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.run_listing import RunFilter, list_runs_page
 from orchestrator.domain.errors import NotFound, ValidationFailed
-from orchestrator.domain.lifecycle import ChildState, RunState
-from orchestrator.service import admission, planning
+from orchestrator.domain.lifecycle import RunState
+from orchestrator.service import planning
 from orchestrator.service.auth import Principal
 from orchestrator.service.control import abort_request
 from orchestrator.service.errors import InvalidIdempotencyKey
@@ -256,16 +256,7 @@ async def get_run(run_id: str, caller: Caller, app_state: State) -> RunView:
         return view
 
     view = await run_in_threadpool(read)
-    # Queued children: their place in the admission workflow's queue (a Temporal query;
-    # when it cannot be read, the position is simply not shown).
-    queued = [c for c in view.children if c.state == ChildState.QUEUED]
-    if queued:
-        positions = await admission.queue_positions(
-            app_state.temporal, app_state.settings.task_queue, [c.id for c in queued]
-        )
-        for c in queued:
-            c.queue_position = positions.get(c.id)
-    return view
+    return await with_queue_positions(view, app_state.temporal, app_state.settings.task_queue)
 
 
 @router.get(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from temporalio.client import Client
+
 from orchestrator.api.schemas import (
     AbortResponse,
     ChildView,
@@ -16,6 +18,7 @@ from orchestrator.api.schemas import (
 from orchestrator.db.queries.runs import ChildRecord, RunRecord
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.domain.row_push import DELIVER_ROWS_CALLBACK
+from orchestrator.service import admission
 from orchestrator.service.control import AbortOutcome
 
 
@@ -121,3 +124,14 @@ def abort_view(outcome: AbortOutcome) -> AbortResponse:
         aborting=True,
         detail="abort under way; unfinished actor runs are being aborted",
     )
+
+
+async def with_queue_positions(view: RunView, temporal: Client | None, task_queue: str) -> RunView:
+    """``view`` with each queued child's place in the admission workflow's queue (a Temporal
+    query; when it cannot be read, the position is simply not shown)."""
+    queued = [c for c in view.children if c.state == ChildState.QUEUED]
+    if queued:
+        positions = await admission.queue_positions(temporal, task_queue, [c.id for c in queued])
+        for c in queued:
+            c.queue_position = positions.get(c.id)
+    return view
