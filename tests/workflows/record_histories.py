@@ -1,12 +1,15 @@
-"""Record the replay-test histories again: ``python -m tests.workflows.record_histories``.
+"""Record the replay-test histories: ``python -m tests.workflows.record_histories [NAME…]``.
 
-Run it after a deliberate, compatible change to the workflows' history (and commit the
-result); never to make a failing replay pass.
+With names (e.g. ``admitted-master``), only those are written: how a new scenario's
+histories are added while the recorded ones keep what older code did. Without, every one
+is recorded again: only after a deliberate, compatible change to the workflows' history
+(and commit the result); never to make a failing replay pass.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,10 +19,15 @@ from orchestrator.db.engine import build_engine, migrate
 from tests.conftest import temporal_binary
 from tests.workflows.conftest import Harness, seed, worker_config
 from tests.workflows.fakes import FakePlatform
-from tests.workflows.test_replay import HISTORIES, record_chained, record_scenarios
+from tests.workflows.test_replay import (
+    HISTORIES,
+    record_admitted,
+    record_chained,
+    record_scenarios,
+)
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
     from orchestrator.activities.deps import ActivityDeps
     from orchestrator.worker import build_worker
 
@@ -34,13 +42,21 @@ async def main() -> None:
         worker = build_worker(env.client, "record-histories", deps)
         async with worker:
             harness = Harness(env, engine, platform, "record-histories", worker, config)
-            recorded = await record_scenarios(harness) | await record_chained(harness)
+            recorded = (
+                await record_scenarios(harness)
+                | await record_chained(harness)
+                | await record_admitted(harness)
+            )
         engine.dispose()
     await env.shutdown()
     HISTORIES.mkdir(exist_ok=True)
+    unknown = set(names) - recorded.keys()
+    if unknown:
+        raise SystemExit(f"no such history: {', '.join(sorted(unknown))}")
     for name, history in recorded.items():
-        (HISTORIES / f"{name}.json").write_text(history.to_json())
+        if not names or name in names:
+            (HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

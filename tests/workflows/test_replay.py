@@ -12,13 +12,29 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from orchestrator.domain.ids import child_id, orchestrator_workflow_id, poller_workflow_id
+from orchestrator.domain.ids import (
+    admission_workflow_id,
+    child_id,
+    orchestrator_workflow_id,
+    poller_workflow_id,
+)
+from orchestrator.service.admission import refresh_admission
 from orchestrator.worker import WORKFLOWS
+from orchestrator.workflows.admission import AdmissionWorkflow
+from tests.support.waiting import eventually_async
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Script
-from tests.workflows.support import request, result_of, run_to_end, submit, wait_for_workflow
+from tests.workflows.support import (
+    request,
+    result_of,
+    run_to_end,
+    submit,
+    transitions,
+    wait_for_workflow,
+)
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -83,8 +99,44 @@ async def record_chained(h: Harness) -> dict[str, WorkflowHistory]:
     return {"chained-master": master}
 
 
+async def record_admitted(h: Harness) -> dict[str, WorkflowHistory]:
+    """Admission (issue 14): an account of one run, so the second child waits queued for
+    the first one's slot, and the admission workflow that granted both."""
+    h.platform.max_runs = 1
+    # An admission workflow of an earlier scenario knows a larger account: it reads again.
+    await refresh_admission(h.env.client, h.task_queue)
+
+    async def capacity_of_one() -> bool:
+        handle = h.env.client.get_workflow_handle(admission_workflow_id(h.task_queue))
+        try:
+            snap = await handle.query(AdmissionWorkflow.snapshot)
+        except RPCError:
+            return True  # none yet: it reads the limits when it starts
+        return snap.capacity_runs == 1
+
+    await eventually_async(capacity_of_one, description="the account of one run known")
+    h.platform.scripts["ultron~leadgen"] = Script(items=2, polls_to_finish=2)
+    run_id, _ = await run_to_end(
+        h,
+        request(
+            {"actor": "ultron-leadgen", "input": {"brief": "b0"}},
+            {"actor": "ultron-leadgen", "input": {"brief": "b1"}},
+        ),
+    )
+    assert "queued" in transitions(h, run_id)  # the history covers a wait for a slot
+    master, *_ = (await histories_of(h, run_id, 2)).values()
+    admission = await h.env.client.get_workflow_handle(
+        admission_workflow_id(h.task_queue)
+    ).fetch_history()
+    return {"admitted-master": master, "admitted-admission": admission}
+
+
 async def test_fresh_histories_replay(harness: Harness) -> None:
-    recorded = await record_scenarios(harness) | await record_chained(harness)
+    recorded = (
+        await record_scenarios(harness)
+        | await record_chained(harness)
+        | await record_admitted(harness)
+    )
     replayer = Replayer(workflows=WORKFLOWS)
     for name, history in recorded.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
