@@ -5,6 +5,7 @@ instead of starting a storm of retries."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from urllib.parse import parse_qs, urlparse
@@ -66,6 +67,32 @@ async def test_the_account_limit_is_never_exceeded_and_the_rest_wait_queued(
         lambda: _idle(h), retry_on=(AssertionError,), description="every slot released"
     )
     assert snap.capacity_runs == 2
+
+
+async def test_a_slot_is_given_back_when_the_platform_run_ends_not_after_its_ingest(
+    harness: Harness,
+) -> None:
+    """An account of one run: the second child starts while the first one's rows are still
+    being read (its platform run is over, so is its hold on the account's slot)."""
+    h = harness
+    h.platform.max_runs = 1
+    h.platform.scripts["ultron~leadgen"] = Script(items=3)
+    gate = asyncio.Event()
+    read_page = h.platform.dataset_page
+
+    async def page_once_both_started(dataset_id: str, offset: int, limit: int) -> list[str]:
+        await gate.wait()
+        return await read_page(dataset_id, offset, limit)
+
+    h.platform.dataset_page = page_once_both_started  # type: ignore[method-assign]
+    run_id = await submit(h, leads(2))
+    # Without the early release the first ingest would hold the only slot: no second start.
+    await eventually_async(lambda: len(h.platform.starts) == 2, description="both started")
+    assert states(h, run_id)[0] == ChildState.INGESTING
+    gate.set()
+    assert (await result_of(h, run_id)).state == RunState.SUCCEEDED
+    assert h.platform.peak_active == 1 and h.platform.capacity_refusals == 0
+    await eventually_async(lambda: _idle(h), retry_on=(AssertionError,), description="idle")
 
 
 async def _idle(h: Harness) -> Snapshot:

@@ -101,16 +101,22 @@ class AdmissionActivities:
 
         held_facts, live, workspace_limits = await self._deps.read(read)
         known = {f.child_id: f for f in held_facts}
-        stale = [cid for cid in params.held if cid not in known or known[cid].state.terminal]
+        # Held no longer: gone, ended, or ingesting (its platform run is over; the poller
+        # releases it then, this catches a release that was lost).
+        stale = [
+            cid
+            for cid in params.held
+            if cid not in known
+            or known[cid].state.terminal
+            or known[cid].state is ChildState.INGESTING
+        ]
         adopted = {
             f.child_id: Slot(f.workspace_id, self._memory(f.memory_mb))
             for f in live
             if f.child_id not in held
         }
         # What the platform counts as ours: our children with a platform run that is live.
-        on_platform = [
-            f for f in live if f.has_platform_run and f.state is not ChildState.INGESTING
-        ]
+        on_platform = [f for f in live if f.has_platform_run]
         capacity = capacity_for_us(
             cfg.account_max_concurrent_runs
             if cfg.account_max_concurrent_runs is not None

@@ -22,8 +22,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.domain.ids import admission_workflow_id
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import calls
+    from orchestrator.workflows.admission_types import RELEASE_SLOTS_SIGNAL, SlotRelease
     from orchestrator.workflows.row_delivery import ROW_PUSH_PATCH, push_child_rows
     from orchestrator.workflows.types import (
         ChildFinished,
@@ -51,6 +53,9 @@ PARTIAL_ROWS_PATCH = "keep-partial-rows"
 # Pollers from here on settle the run's usage after its end (and any ingest), before they
 # report; histories from before replay without it.
 SETTLE_USAGE_PATCH = "settle-usage-after-end"
+# Pollers from here on give the child's admission slot back as soon as the platform run is
+# over (before the ingest): the account's slot is free then.
+RELEASE_AT_RUN_END_PATCH = "release-slot-at-run-end"
 
 
 @workflow.defn(name=POLLER_WORKFLOW)
@@ -114,6 +119,8 @@ class PollerWorkflow:
         final = await self._poll_until_final(params)
         if final is None:
             return await self._timed_out(params)
+        if workflow.patched(RELEASE_AT_RUN_END_PATCH):
+            await self._release_slot(params)
         if final.partial_state is not None:
             partial = IngestInput(
                 child_id=params.child_id,
@@ -161,6 +168,18 @@ class PollerWorkflow:
                 await self._ask_master_to_stop(params, result.stop_reason)
             if result.terminal:
                 return result
+
+    async def _release_slot(self, params: PollerInput) -> None:
+        """The platform run is over, so its slot of the account is free: give it back to
+        admission now, not after the ingest and the usage settling (the master releases it
+        again when the child ends; a second release changes nothing)."""
+        handle = workflow.get_external_workflow_handle(
+            admission_workflow_id(workflow.info().task_queue)
+        )
+        try:
+            await handle.signal(RELEASE_SLOTS_SIGNAL, SlotRelease(child_ids=[params.child_id]))
+        except Exception:  # no admission workflow: nothing is held (its leak guard agrees)
+            workflow.logger.info("slot of %s not released early", params.child_id)
 
     async def _ask_master_to_stop(self, params: PollerInput, reason: str) -> None:
         """The request was stopped (a budget is spent): the master stops every live child,

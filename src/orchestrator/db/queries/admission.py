@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, select, update
 
 from orchestrator.db.queries._common import utcnow
 from orchestrator.db.queries.events import append_event, lock_run_events
@@ -15,8 +15,9 @@ from orchestrator.db.queries.runs import get_child, recompute_run, transition_ch
 from orchestrator.db.schema import scrape_children, scrape_runs, workspaces
 from orchestrator.domain.lifecycle import ChildState
 
-#: Children that hold (or should hold) a platform slot in the database's view.
-LIVE_STATES = (ChildState.SPAWNING, ChildState.RUNNING, ChildState.INGESTING)
+#: Children whose platform run holds (or is about to hold) a slot of the account. An
+#: ``ingesting`` child's run has ended: its slot is free on the platform, so it holds none.
+LIVE_STATES = (ChildState.SPAWNING, ChildState.RUNNING)
 WAITING_MESSAGE = "waiting for a platform slot"
 
 
@@ -46,32 +47,28 @@ def _facts(rows: Iterable[tuple[str, str, str, str, str | None]]) -> list[ChildF
     return out
 
 
+def _facts_of(conn: Connection, which: ColumnElement[bool]) -> list[ChildFacts]:
+    """Workspace, state and memory of the children ``which`` selects."""
+    query = select(
+        scrape_children.c.id,
+        scrape_runs.c.workspace_id,
+        scrape_children.c.state,
+        scrape_children.c.options_json,
+        scrape_children.c.platform_run_id,
+    ).join(scrape_runs, scrape_runs.c.id == scrape_children.c.run_id)
+    return _facts(conn.execute(query.where(which)))
+
+
 def children_facts(conn: Connection, child_ids: list[str]) -> list[ChildFacts]:
     """Workspace, state and memory of these children (unknown ids are left out)."""
     if not child_ids:
         return []
-    query = select(
-        scrape_children.c.id,
-        scrape_runs.c.workspace_id,
-        scrape_children.c.state,
-        scrape_children.c.options_json,
-        scrape_children.c.platform_run_id,
-    ).join(scrape_runs, scrape_runs.c.id == scrape_children.c.run_id)
-    rows = conn.execute(query.where(scrape_children.c.id.in_(child_ids)))
-    return _facts(rows)
+    return _facts_of(conn, scrape_children.c.id.in_(child_ids))
 
 
 def live_children(conn: Connection) -> list[ChildFacts]:
     """Every child being started, running on the platform, or ingesting."""
-    query = select(
-        scrape_children.c.id,
-        scrape_runs.c.workspace_id,
-        scrape_children.c.state,
-        scrape_children.c.options_json,
-        scrape_children.c.platform_run_id,
-    ).join(scrape_runs, scrape_runs.c.id == scrape_children.c.run_id)
-    rows = conn.execute(query.where(scrape_children.c.state.in_([s.value for s in LIVE_STATES])))
-    return _facts(rows)
+    return _facts_of(conn, scrape_children.c.state.in_([s.value for s in LIVE_STATES]))
 
 
 def mark_queued(conn: Connection, child_ids: list[str]) -> int:
