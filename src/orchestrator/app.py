@@ -31,9 +31,10 @@ from orchestrator.config.temporal import (
 )
 from orchestrator.dashboard import routes as dashboard_routes
 from orchestrator.mcp.http import build_http_server, mcp_route
+from orchestrator.observability.collectors import CapacityView
 from orchestrator.observability.exposition import (
-    admission_capacity,
     api_registry,
+    capacity_view,
     temporal_runtime,
 )
 from orchestrator.observability.tracing import tracing_interceptors
@@ -76,13 +77,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = AppState(settings=settings, engine=engine)
         app.state.orchestrator = state
         app.state.metrics = api_registry(engine, settings)
-        app.state.metrics.capacity.source = admission_capacity(
-            lambda: (
-                None
-                if state.temporal is None
-                else admission_snapshot(state.temporal, settings.task_queue)
-            )
-        )
+
+        async def capacity() -> CapacityView | None:
+            # The admission workflow's snapshot, once this process has a Temporal client.
+            if state.temporal is None:
+                return None
+            return capacity_view(await admission_snapshot(state.temporal, settings.task_queue))
+
+        app.state.metrics.capacity.source = capacity
         # Built once: the runtime binds the SDK's metrics port, tracing sets the provider.
         runtime = temporal_runtime(settings)
         interceptors = tracing_interceptors(settings, "orchestrator-api")

@@ -19,7 +19,7 @@ here writes exposition text by hand.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -36,7 +36,6 @@ from orchestrator.config.settings import Settings
 from orchestrator.domain.admission import Snapshot
 from orchestrator.observability.collectors import (
     CapacityGauges,
-    CapacitySource,
     CapacityView,
     DatabaseCollector,
     WorkspaceSlots,
@@ -86,17 +85,6 @@ def capacity_view(snapshot: Snapshot) -> CapacityView | None:
             for w in snapshot.workspaces
         },
     )
-
-
-def admission_capacity(query: Callable[[], Awaitable[Snapshot] | None]) -> CapacitySource:
-    """A capacity source that asks the admission workflow (``query`` returns None while the
-    process has no Temporal client)."""
-
-    async def source() -> CapacityView | None:
-        pending = query()
-        return None if pending is None else capacity_view(await pending)
-
-    return source
 
 
 def worker_registry() -> CollectorRegistry:
