@@ -19,12 +19,7 @@ from orchestrator.db.engine import build_engine, migrate
 from tests.conftest import temporal_binary
 from tests.workflows.conftest import Harness, seed, worker_config
 from tests.workflows.fakes import FakePlatform
-from tests.workflows.test_replay import (
-    HISTORIES,
-    record_admitted,
-    record_chained,
-    record_scenarios,
-)
+from tests.workflows.test_replay import HISTORIES, record_all
 
 
 async def main(names: list[str]) -> None:
@@ -42,11 +37,7 @@ async def main(names: list[str]) -> None:
         worker = build_worker(env.client, "record-histories", deps)
         async with worker:
             harness = Harness(env, engine, platform, "record-histories", worker, config)
-            recorded = (
-                await record_scenarios(harness)
-                | await record_chained(harness)
-                | await record_admitted(harness)
-            )
+            recorded = await record_all(harness)
         engine.dispose()
     await env.shutdown()
     HISTORIES.mkdir(exist_ok=True)

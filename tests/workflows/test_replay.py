@@ -131,12 +131,13 @@ async def record_admitted(h: Harness) -> dict[str, WorkflowHistory]:
     return {"admitted-master": master, "admitted-admission": admission}
 
 
+async def record_all(h: Harness) -> dict[str, WorkflowHistory]:
+    """Every scenario's histories, by name (what ``record_histories`` writes)."""
+    return await record_scenarios(h) | await record_chained(h) | await record_admitted(h)
+
+
 async def test_fresh_histories_replay(harness: Harness) -> None:
-    recorded = (
-        await record_scenarios(harness)
-        | await record_chained(harness)
-        | await record_admitted(harness)
-    )
+    recorded = await record_all(harness)
     replayer = Replayer(workflows=WORKFLOWS)
     for name, history in recorded.items():
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
