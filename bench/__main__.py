@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, chart, load, report, scenarios
+from bench import baselines, chart, fanout, load, report, scenarios
 from bench.stack import (
     POLL_INTERVAL_SECONDS,
     TIME_SCALE,
@@ -163,6 +163,21 @@ def run_database(
     return found
 
 
+def run_fanout(plan: Plan, platform: Any, tmp: Path, *, postgres: bool) -> dict[str, Any]:
+    fan_plan = fanout.FanoutPlan.quick() if plan.mode == "quick" else fanout.FanoutPlan.full()
+    found: dict[str, Any] = {}
+    url = f"sqlite:///{tmp / 'fanout-sqlite.db'}"
+    with app_stack(platform, tmp, url, "fanout-sqlite") as app:
+        found["sqlite"] = fanout.fanout_levels(app, platform, fan_plan, "sqlite")
+    if postgres and plan.mode != "quick":
+        with (
+            postgres_database("fanout") as pg_url,
+            app_stack(platform, tmp, pg_url, "fanout-postgresql") as app,
+        ):
+            found["postgresql"] = fanout.fanout_levels(app, platform, fan_plan, "postgresql")
+    return found
+
+
 def run(plan: Plan, *, postgres: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     load_at_start = list(os.getloadavg())
@@ -202,6 +217,8 @@ def run(plan: Plan, *, postgres: bool = True) -> dict[str, Any]:
                 load_plan = load.LoadPlan.quick() if plan.mode == "quick" else load.LoadPlan.full()
                 log.info("load scenario (%s)", plan.mode)
                 results["load"] = load.run_load(platform, tmp, load_plan)
+            # 6. Fan-out at scale: a fresh app stack per database (the quick run: SQLite).
+            results["fanoutAtScale"] = run_fanout(plan, platform, tmp, postgres=postgres)
     results["durationSecs"] = round(time.monotonic() - started, 1)
     # Other work on the machine skews every figure; the load average makes it visible.
     results["loadAverage"] = {"start": load_at_start, "end": list(os.getloadavg())}

@@ -236,6 +236,43 @@ def load_section(found: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def fanout_section(found: dict[str, Any] | None) -> list[str]:
+    """Section 6 (fan-out at scale), one row per database and level; nothing without it."""
+    if not found:
+        return []
+    plan = next(iter(found.values()))["plan"]
+    out = [
+        "",
+        f"#### 6. Fan-out at scale (requests of {plan['per_request']} children at once, runs "
+        f"of {plan['child_secs']:g} s and {plan['items']} rows; one API, one worker)",
+        "",
+        "Seconds from the first POST; *closed*: the last master workflow closed (usage "
+        "settled, callbacks sent). Per child: history events (master + poller) and CPU ms "
+        "by process; *vs first*: per-child ratio to the smallest level (goal ≤ 1.2).",
+        "",
+        "| db | children | all spawned | all terminal | closed | events (master + poller) "
+        "| CPU ms: temporal / worker / api / emulator | total | vs first: spawned / terminal "
+        "overhead / CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, entry in found.items():
+        for level in entry["levels"]:
+            cpu = {k: 1000 * v for k, v in level["cpuSecsPerChild"].items()}
+            vs = level["vsFirstPerChild"]
+            out.append(
+                f"| {kind} | {level['children']} | {_num(level['spawnedSecs'], 1)} "
+                f"| {_num(level['terminalSecs'], 1)} | {_num(level['closedSecs'], 1)} "
+                f"| {_num(level['historyEventsPerChild'], 1)} "
+                f"({_num(level['masterEventsPerChild'], 1)} + "
+                f"{_num(level['pollerEventsPerChild'], 1)}) "
+                f"| {_num(cpu.get('temporal'))} / {_num(cpu.get('worker'))} / "
+                f"{_num(cpu.get('api'))} / {_num(cpu.get('emulator'))} "
+                f"| {_num(level['cpuMsPerChild'])} "
+                f"| {_num(vs['spawned'], 2)} / {_num(vs['overhead'], 2)} / {_num(vs['cpu'], 2)} |"
+            )
+    return out
+
+
 def table(results: dict[str, Any]) -> str:
     """The whole report as Markdown (tables render readably on a terminal too)."""
     summary = results.get("summary") or summarize(results)
@@ -341,6 +378,7 @@ def table(results: dict[str, Any]) -> str:
             f"| {fan['callBound']} | — |"
         )
     out += load_section(results.get("load"))
+    out += fanout_section(results.get("fanoutAtScale"))
     cpu_rows = [
         (f"ingest {ing['items']:,}, {kind}", ing["cpuSecs"])
         for kind, db in results["databases"].items()

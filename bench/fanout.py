@@ -1,0 +1,359 @@
+"""6. Fan-out at scale: 100, 500 and 1,000 children in flight at once, per database.
+
+Each level submits ``level / per_request`` requests of ``per_request`` children at once (one
+thread per request), children of ``child_secs`` RUNNING time and ``items`` rows each, on one
+API and one worker. Reported per level:
+
+- time to all spawned: first POST → the last child's ``started_at`` (its platform run known);
+- time to all terminal: first POST → the last request's ``finished_at``;
+- history events per child: every workflow of the app's task queue that started in the
+  level's window (masters, pollers and their continued runs), from Temporal's visibility;
+- CPU seconds per child by process (Temporal, emulator, API, worker, the benchmark);
+- the per-child ratios against the first level (the goal: 500 vs 100 ≤ 1.2).
+
+Timestamps come from the database the worker wrote, so the benchmark only asks whether
+each request is terminal (every half second), not every child's state.
+
+``--profile DIR`` also samples the worker with py-spy during each level (``DIR/worker-<db>-
+<children>.txt``, collapsed stacks) and adds the frames that took the most of its busy
+samples to the results (``workerProfile``): where the worker's time goes, per level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, func, select
+
+from bench.scenarios import CpuMeter, calls_by_kind, generator_input, request
+from bench.stack import App, Platform
+from orchestrator.db.schema import scrape_children, scrape_runs
+from orchestrator.domain.ids import orchestrator_workflow_id
+
+log = logging.getLogger("bench.fanout")
+
+
+@dataclass(frozen=True)
+class FanoutPlan:
+    levels: tuple[int, ...]  # children in flight at once
+    per_request: int  # children per request
+    child_secs: float  # each child's RUNNING time, real seconds
+    items: int  # rows per child
+    timeout_secs: float  # per level
+
+    @staticmethod
+    def quick() -> FanoutPlan:
+        return FanoutPlan(
+            levels=(100, 200), per_request=100, child_secs=3.0, items=100, timeout_secs=180
+        )
+
+    @staticmethod
+    def full() -> FanoutPlan:
+        return FanoutPlan(
+            levels=(100, 500, 1000), per_request=100, child_secs=3.0, items=100, timeout_secs=600
+        )
+
+
+def _epoch(value: datetime | None) -> float | None:
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+def _history_events(app: App, platform: Platform, since: float) -> dict[str, int]:
+    """Workflow runs and their history events on the app's task queue started since then."""
+
+    async def count() -> dict[str, int]:
+        from temporalio.client import Client
+
+        client = await Client.connect(
+            platform.stack.temporal_address, namespace=platform.stack.namespace
+        )
+        started = datetime.fromtimestamp(since - 1, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        query = f'TaskQueue="{app.stack.task_queue}" AND StartTime >= "{started}"'
+        found = {"workflows": 0, "events": 0, "masterEvents": 0, "pollerEvents": 0}
+        async for wf in client.list_workflows(query):
+            found["workflows"] += 1
+            found["events"] += wf.history_length
+            if wf.workflow_type == "ScraperOrchestrator":
+                found["masterEvents"] += wf.history_length
+            elif wf.workflow_type in ("PollerWorkflow", "PollerWorkflowV2"):
+                found["pollerEvents"] += wf.history_length
+        return found
+
+    return asyncio.run(count())
+
+
+def _wait_closed(platform: Platform, run_ids: list[str], deadline: float) -> float:
+    """When the last master workflow closed (every poller reports before it does)."""
+
+    async def wait() -> float:
+        from temporalio.client import Client
+
+        client = await Client.connect(
+            platform.stack.temporal_address, namespace=platform.stack.namespace
+        )
+        last = 0.0
+        for run_id in run_ids:
+            handle = client.get_workflow_handle(orchestrator_workflow_id(run_id))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"master of {run_id} still running")
+            await asyncio.wait_for(handle.result(), timeout=remaining)
+            described = await handle.describe()
+            if described.close_time is not None:
+                last = max(last, described.close_time.timestamp())
+        return last
+
+    return asyncio.run(wait())
+
+
+#: A sample whose innermost frame is one of these is a thread waiting, not working.
+IDLE_FRAMES = ("select", "wait (", "get (queue", "_wait_for_tstate_lock", "thread.py:81")
+
+
+@contextlib.contextmanager
+def worker_profile(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy samples of ``pid`` into ``out`` (collapsed stacks) while the block runs."""
+    if out is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50"]
+    proc = subprocess.Popen([*argv, "--output", str(out)], stdout=subprocess.DEVNULL)  # noqa: S603
+    time.sleep(1.0)  # py-spy attaches
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def profile_summary(path: Path, top: int = 25) -> dict[str, Any]:
+    """The frames present in the most busy samples (inclusive share), from py-spy's raw
+    output: one line per distinct stack, frames separated by ';', then a count."""
+    busy = 0
+    inclusive: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        if any(idle in frames[-1] for idle in IDLE_FRAMES) or any(
+            "thread.py:81" in f for f in frames
+        ):
+            continue
+        busy += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    return {
+        "busySamples": busy,
+        "top": [
+            {"frame": frame, "share": round(n / busy, 3)}
+            for frame, n in inclusive.most_common(top)
+            if busy and "threading.py" not in frame and "base_events.py" not in frame
+        ],
+    }
+
+
+def fanout_level(
+    app: App,
+    platform: Platform,
+    plan: FanoutPlan,
+    children: int,
+    tag: str,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    requests = max(1, children // plan.per_request)
+    bodies = [
+        request(
+            [
+                generator_input(plan.items, 500, plan.child_secs, seed=f"{tag}-{r}-{i}")
+                for i in range(plan.per_request)
+            ]
+        )
+        for r in range(requests)
+    ]
+    platform.reset_stats()
+    pids = app.component_pids(platform)
+    with (
+        worker_profile(app.worker_pid, profile),
+        CpuMeter(pids) as cpu,
+        concurrent.futures.ThreadPoolExecutor(max_workers=requests) as pool,
+    ):
+        posted = time.time()
+        run_ids = list(pool.map(app.submit, bodies))
+        accepted = time.time() - posted
+        deadline = time.monotonic() + plan.timeout_secs
+        pending = set(run_ids)
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fan-out of {children}: {len(pending)} requests not terminal")
+            pending = {rid for rid in pending if not app.run(rid)["terminal"]}
+            if pending:
+                time.sleep(0.5)
+        # A request is terminal once its children are; their pollers then settle usage and
+        # report, and the master finalises: the CPU figures wait for all of that too.
+        closed = _wait_closed(platform, run_ids, deadline) - posted
+    engine = create_engine(app.database_url)
+    try:
+        with engine.connect() as conn:
+            last_start = conn.execute(
+                select(func.max(scrape_children.c.started_at)).where(
+                    scrape_children.c.run_id.in_(run_ids)
+                )
+            ).scalar()
+            last_end = conn.execute(
+                select(func.max(scrape_runs.c.finished_at)).where(scrape_runs.c.id.in_(run_ids))
+            ).scalar()
+            marks = conn.execute(
+                select(
+                    scrape_children.c.started_at,
+                    scrape_children.c.finished_at,
+                    scrape_children.c.usage_settled_at,
+                ).where(scrape_children.c.run_id.in_(run_ids))
+            ).all()
+            states: dict[str, int] = {
+                state: count
+                for state, count in conn.execute(
+                    select(scrape_children.c.state, func.count())
+                    .where(scrape_children.c.run_id.in_(run_ids))
+                    .group_by(scrape_children.c.state)
+                ).tuples()
+            }
+    finally:
+        engine.dispose()
+    history = _history_events(app, platform, posted)
+    spawned, ended = _epoch(last_start), _epoch(last_end)
+    total = requests * plan.per_request
+    cpu_total = sum(v for k, v in cpu.spent.items() if k != "bench")
+    found: dict[str, Any] = {
+        "children": total,
+        "requests": requests,
+        "childStates": states,
+        "acceptedSecs": round(accepted, 3),
+        "spawnedSecs": None if spawned is None else round(spawned - posted, 3),
+        "terminalSecs": None if ended is None else round(ended - posted, 3),
+        "closedSecs": round(closed, 3),
+        "overheadSecs": None if ended is None else round(ended - posted - plan.child_secs, 3),
+        "childMarks": _marks(marks, posted),
+        "historyEventsPerChild": round(history["events"] / total, 2),
+        "masterEventsPerChild": round(history["masterEvents"] / total, 2),
+        "pollerEventsPerChild": round(history["pollerEvents"] / total, 2),
+        "workflowRuns": history["workflows"],
+        "cpuSecs": cpu.spent,
+        "cpuSecsPerChild": {k: round(v / total, 4) for k, v in cpu.spent.items()},
+        "cpuMsPerChild": round(1000 * cpu_total / total, 1),
+        "platformCallsPerChild": {
+            k: round(v / total, 2) for k, v in calls_by_kind(platform.stats()).items()
+        },
+    }
+    if profile is not None:
+        found["workerProfile"] = profile_summary(profile)
+    return found
+
+
+def _marks(rows: Any, posted: float) -> dict[str, dict[str, float | None]]:
+    """p50 and max of each child's milestones, seconds after the first POST."""
+    found: dict[str, dict[str, float | None]] = {}
+    for i, name in enumerate(("started", "rowsIn", "usageSettled")):
+        values = sorted(v - posted for row in rows if (v := _epoch(row[i])) is not None)
+        found[name] = {
+            "p50": round(values[len(values) // 2], 3) if values else None,
+            "max": round(values[-1], 3) if values else None,
+        }
+    return found
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or not base:
+        return None
+    return round(value / base, 2)
+
+
+def fanout_levels(
+    app: App, platform: Platform, plan: FanoutPlan, label: str, profile_dir: Path | None = None
+) -> dict[str, Any]:
+    """Every level on one app stack, smallest first, with per-child ratios to the first."""
+    # The first request pays for imports, connections and the first workflow tasks.
+    app.wait_terminal(
+        app.submit(request([generator_input(plan.items, 500, 0.5, seed=f"{label}-warm")])),
+        timeout=120,
+    )
+    levels: list[dict[str, Any]] = []
+    for children in plan.levels:
+        log.info("fan-out %s: %d children in flight", label, children)
+        out = None if profile_dir is None else profile_dir / f"worker-{label}-{children}.txt"
+        levels.append(fanout_level(app, platform, plan, children, f"{label}-{children}", out))
+    base = levels[0]
+    for level in levels:
+        per = level["children"]
+        b = base["children"]
+        level["vsFirstPerChild"] = {
+            "spawned": _ratio(
+                level["spawnedSecs"] and level["spawnedSecs"] / per,
+                base["spawnedSecs"] and base["spawnedSecs"] / b,
+            ),
+            "overhead": _ratio(
+                level["overheadSecs"] and level["overheadSecs"] / per,
+                base["overheadSecs"] and base["overheadSecs"] / b,
+            ),
+            "cpu": _ratio(level["cpuMsPerChild"], base["cpuMsPerChild"]),
+            "historyEvents": _ratio(level["historyEventsPerChild"], base["historyEventsPerChild"]),
+        }
+    return {"plan": asdict(plan), "levels": levels}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.fanout [--quick] [--db sqlite postgresql] [--levels N…]``: the
+    fan-out scenario alone, printed as JSON."""
+    import argparse
+    import json
+    import tempfile
+    from contextlib import ExitStack
+
+    from bench.stack import app_stack, platform_stack, postgres_database
+
+    parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=main.__doc__)
+    parser.add_argument("--quick", action="store_true", help="the quick run's smaller levels")
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--levels", type=int, nargs="+", help="children in flight per level")
+    parser.add_argument("--profile", type=Path, help="profile the worker into this directory")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    plan = FanoutPlan.quick() if args.quick else FanoutPlan.full()
+    if args.levels:
+        plan = FanoutPlan(**{**asdict(plan), "levels": tuple(args.levels)})
+    found: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp, platform_stack(Path(tmp)) as p:
+        for db in args.db:
+            with ExitStack() as stack:
+                if db == "sqlite":
+                    url = f"sqlite:///{tmp}/fanout.db"
+                else:
+                    url = stack.enter_context(postgres_database("fanout"))
+                app = stack.enter_context(app_stack(p, Path(tmp), url, f"fanout-{db}"))
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                found[db] = fanout_levels(app, p, plan, db, args.profile)
+    sys.stdout.write(json.dumps(found, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
