@@ -27,6 +27,7 @@ from temporalio.worker import Worker
 from orchestrator.activities.admission import AdmissionActivities
 from orchestrator.activities.delivery import DeliveryActivities
 from orchestrator.activities.deps import ActivityConfig, ActivityDeps
+from orchestrator.activities.finish import FinishActivities
 from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.platform import PlatformActivities
 from orchestrator.activities.reconcile import ReconcileActivities
@@ -48,7 +49,7 @@ from orchestrator.platform.port import Platform
 from orchestrator.platform.rate_limits import RateLimits, RetryRules
 from orchestrator.service.reconcile import Reconciler
 from orchestrator.workflows.admission import AdmissionWorkflow
-from orchestrator.workflows.poller import PollerWorkflow
+from orchestrator.workflows.poller import PollerWorkflow, PollerWorkflowV2
 from orchestrator.workflows.reconciler import (
     RECONCILE_SCHEDULE_ID,
     RECONCILER_WORKFLOW,
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 WORKFLOWS = [
     ScraperOrchestrator,
     PollerWorkflow,
+    PollerWorkflowV2,
     ReconcilerWorkflow,
     RowDeliveryWorkflow,
     AdmissionWorkflow,
@@ -112,8 +114,9 @@ def build_platform(settings: Settings) -> Platform:
 
 def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
     """A worker for every workflow and activity of the orchestrator."""
-    platform = PlatformActivities(deps)
+    platform = PlatformActivities(deps, client)
     ingest = IngestActivities(deps)
+    finish = FinishActivities(deps, ingest, platform, client)
     records = RecordActivities(deps)
     delivery = DeliveryActivities(deps)
     steps = StepActivities(deps)
@@ -138,6 +141,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             platform.stop_child,
             platform.settle_usage,
             ingest.ingest_dataset,
+            finish.finish_child,
             records.record_child_outcome,
             records.finalize_run,
             steps.build_step_input,

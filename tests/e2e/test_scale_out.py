@@ -206,15 +206,15 @@ async def activity_workers(address: str, workflow_ids: list[str]) -> list[str]:
 
 
 async def ingest_attempts(address: str, child: str) -> list[tuple[str, int]]:
-    """Per ``ingest_dataset`` activity of the child's poller: the worker and the attempt
-    that ran it to the end (Temporal records only the last attempt's start)."""
+    """Per ingesting activity (``finish_child``) of the child's poller: the worker and the
+    attempt that ran it to the end (Temporal records only the last attempt's start)."""
     client = await Client.connect(address)
     history = await client.get_workflow_handle(poller_workflow_id(child)).fetch_history()
     ingests = {
         event.event_id
         for event in history.events
         if event.HasField("activity_task_scheduled_event_attributes")
-        and event.activity_task_scheduled_event_attributes.activity_type.name == "ingest_dataset"
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "finish_child"
     }
     return [
         (started.identity, started.attempt)
@@ -225,11 +225,12 @@ async def ingest_attempts(address: str, child: str) -> list[tuple[str, int]]:
 
 
 async def ingesting_worker(address: str, child: str) -> str | None:
-    """The identity of the worker running the child's ``ingest_dataset`` right now, if any."""
+    """The identity of the worker running the child's ingest right now, if any (its poller's
+    ``finish_child``, which ingests first)."""
     client = await Client.connect(address)
     described = await client.get_workflow_handle(poller_workflow_id(child)).describe()
     for pending in described.raw_description.pending_activities:
-        if pending.activity_type.name == "ingest_dataset" and pending.last_worker_identity:
+        if pending.activity_type.name == "finish_child" and pending.last_worker_identity:
             return str(pending.last_worker_identity)
     return None
 

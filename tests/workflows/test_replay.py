@@ -132,8 +132,12 @@ async def record_admitted(h: Harness) -> dict[str, WorkflowHistory]:
 
 
 async def record_all(h: Harness) -> dict[str, WorkflowHistory]:
-    """Every scenario's histories, by name (what ``record_histories`` writes)."""
-    return await record_scenarios(h) | await record_chained(h) | await record_admitted(h)
+    """Every scenario's histories, by name (what ``record_histories`` writes). The first
+    scenarios are recorded twice under two names: ``partial-*`` and ``aborted-*`` hold what
+    the first poller type did, ``v2-*`` what ``PollerWorkflowV2`` does (issue 15)."""
+    scenarios = await record_scenarios(h)
+    v2 = {f"v2-{name}": history for name, history in scenarios.items()}
+    return scenarios | v2 | await record_chained(h) | await record_admitted(h)
 
 
 async def test_fresh_histories_replay(harness: Harness) -> None:

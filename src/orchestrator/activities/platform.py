@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Connection
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
@@ -50,9 +51,11 @@ from orchestrator.workflows.policies import (
     ERR_PERMANENT,
     ERR_RETRYABLE,
 )
+from orchestrator.workflows.poller_start import start_poller
 from orchestrator.workflows.types import (
     AbortChildInput,
     AbortChildResult,
+    PollerInput,
     PollInput,
     PollResult,
     SettleUsageInput,
@@ -165,9 +168,39 @@ def _stop_message(run: run_queries.RunRecord | None, default: T) -> str | T:
     return default
 
 
+def _transition_and_reload(
+    conn: Connection,
+    child_id: str,
+    state: ChildState,
+    *,
+    message: str | None = None,
+    platform_run_id: str | None = None,
+    dataset_id: str | None = None,
+    platform_status: str | None = None,
+    status_message: str | None = None,
+) -> run_queries.ChildRecord:
+    """Move a child to ``state`` and read it back, in one transaction."""
+    run_queries.transition_child(
+        conn,
+        child_id,
+        state,
+        message=message,
+        platform_run_id=platform_run_id,
+        dataset_id=dataset_id,
+        platform_status=platform_status,
+        status_message=status_message,
+    )
+    child = run_queries.get_child(conn, child_id)
+    if child is None:
+        raise _unknown_child(child_id)
+    return child
+
+
 class PlatformActivities:
-    def __init__(self, deps: ActivityDeps) -> None:
+    def __init__(self, deps: ActivityDeps, client: Client | None = None) -> None:
         self._deps = deps
+        # Starts the children's pollers (``StartChildInput.poller_for``).
+        self._client = client
 
     def _result(
         self, child: run_queries.ChildRecord, refused: str | None = None
@@ -185,9 +218,11 @@ class PlatformActivities:
     def _error(self, exc: PlatformError) -> ApplicationError:
         return as_activity_error(exc, self._deps.config.capacity_retry_seconds)
 
-    async def _adopt(self, child: run_queries.ChildRecord, run: PlatformRun, how: str) -> None:
-        await self._deps.tx(
-            run_queries.transition_child,
+    async def _adopt(
+        self, child: run_queries.ChildRecord, run: PlatformRun, how: str
+    ) -> run_queries.ChildRecord:
+        return await self._deps.tx(
+            _transition_and_reload,
             child.id,
             ChildState.RUNNING,
             platform_run_id=run.id,
@@ -198,30 +233,67 @@ class PlatformActivities:
 
     @activity.defn(name="start_actor_run")
     async def start_actor_run(self, params: StartChildInput) -> StartChildResult:
-        """Start the child's platform run exactly once, with an ad-hoc webhook back to us."""
+        """Start the child's platform run exactly once, with an ad-hoc webhook back to us,
+        and (``poller_for``) the poller that follows it."""
         deps = self._deps
-        child = await self._reload(params.child_id)
-        if child.platform_run_id is not None or child.state.terminal:
-            return self._result(child)
-        run_record = await deps.read(run_queries.get_run, child.run_id)
-        if run_record is not None and (run_record.aborted or run_record.stop_reason):
-            await deps.tx(
-                run_queries.transition_child,
-                child.id,
-                ChildState.ABORTED,
-                status_message=run_record.stop_message or "aborted before it was started",
-            )
-        elif child.state is ChildState.SPAWNING and await self._recover_lost_start(child):
-            pass
-        else:
-            refused = await self._start(child, admitted=params.admitted)
-            if refused is not None:
-                return self._result(await self._reload(child.id), refused)
-        return self._result(await self._reload(child.id))
 
-    async def _recover_lost_start(self, child: run_queries.ChildRecord) -> bool:
+        def read(conn: Connection) -> tuple[run_queries.ChildRecord | None, bool, str | None]:
+            found = run_queries.get_child(conn, params.child_id)
+            record = run_queries.get_run(conn, found.run_id) if found is not None else None
+            stopped = record is not None and (record.aborted or bool(record.stop_reason))
+            return found, stopped, record.stop_message if record is not None else None
+
+        child, stopped, stop_message = await deps.read(read)
+        if child is None:
+            raise _unknown_child(params.child_id)
+        if child.platform_run_id is None and not child.state.terminal:
+            if stopped:
+                child = await deps.tx(
+                    _transition_and_reload,
+                    child.id,
+                    ChildState.ABORTED,
+                    status_message=stop_message or "aborted before it was started",
+                )
+            elif child.state is ChildState.SPAWNING and (
+                recovered := await self._recover_lost_start(child)
+            ):
+                child = recovered
+            else:
+                child, refused = await self._start(child, admitted=params.admitted)
+                if refused is not None:
+                    return self._result(child, refused)
+        result = self._result(child)
+        if params.poller_for and result.started:
+            await self._start_poller(child, result, params.poller_for)
+        return result
+
+    async def _start_poller(
+        self, child: run_queries.ChildRecord, started: StartChildResult, master_id: str
+    ) -> None:
+        """The started child's poller, from here rather than from the master: the master's
+        history (one per request, every child's events in it) then holds only the start."""
+        if self._client is None:
+            raise RuntimeError("start_actor_run was built without a Temporal client")
+        assert started.platform_run_id is not None and started.dataset_id is not None
+        await start_poller(
+            self._client,
+            activity.info().task_queue,
+            PollerInput.following(
+                started.plan,
+                run_id=child.run_id,
+                child_id=child.id,
+                platform_run_id=started.platform_run_id,
+                dataset_id=started.dataset_id,
+                parent_workflow_id=master_id,
+            ),
+        )
+
+    async def _recover_lost_start(
+        self, child: run_queries.ChildRecord
+    ) -> run_queries.ChildRecord | None:
         """An earlier attempt reached the platform; its run may exist though we never heard
-        back. Adopt it rather than start a second one. Whether one was found."""
+        back. Adopt it rather than start a second one. The child as it is then, or None
+        when none was found."""
         deps = self._deps
         attempt = activity.info().attempt
         try:
@@ -240,7 +312,7 @@ class PlatformActivities:
             data={"attempt": attempt, "found": existing.id if existing else None},
         )
         if existing is None:
-            return False
+            return None
         await deps.tx(
             append_event,
             child.run_id,
@@ -249,27 +321,33 @@ class PlatformActivities:
             child_id=child.id,
             data={"attempt": attempt, "platformRunId": existing.id},
         )
-        await self._adopt(child, existing, "recovered")
-        return True
+        return await self._adopt(child, existing, "recovered")
 
-    async def _start(self, child: run_queries.ChildRecord, *, admitted: bool = False) -> str | None:
-        """Send the start (the child is ``spawning`` first, so a retry looks it up).
+    async def _start(
+        self, child: run_queries.ChildRecord, *, admitted: bool = False
+    ) -> tuple[run_queries.ChildRecord, str | None]:
+        """Send the start (the child is ``spawning`` first, so a retry looks it up): the
+        child as it is then, and None.
 
         An admitted child refused for capacity (402) is not retried: it goes back to
-        ``queued`` and the refusal's error type is returned, for the admission workflow to
-        requeue it and shrink the capacity it knows. Otherwise None."""
+        ``queued`` and the refusal's error type comes back instead of None, for the
+        admission workflow to requeue it and shrink the capacity it knows."""
         deps = self._deps
         attempt = activity.info().attempt
-        if child.state is not ChildState.SPAWNING:
-            await deps.tx(run_queries.transition_child, child.id, ChildState.SPAWNING)
-        await deps.tx(
-            append_event,
-            child.run_id,
-            "child.spawn_attempt",
-            f"starting actor run {child.idx} ({child.actor}), attempt {attempt}",
-            child_id=child.id,
-            data={"attempt": attempt, "platformActorId": child.platform_actor_id},
-        )
+
+        def mark_spawning(conn: Connection) -> None:
+            if child.state is not ChildState.SPAWNING:
+                run_queries.transition_child(conn, child.id, ChildState.SPAWNING)
+            append_event(
+                conn,
+                child.run_id,
+                "child.spawn_attempt",
+                f"starting actor run {child.idx} ({child.actor}), attempt {attempt}",
+                child_id=child.id,
+                data={"attempt": attempt, "platformActorId": child.platform_actor_id},
+            )
+
+        await deps.tx(mark_spawning)
         hook = RunWebhook(
             event_types=TERMINAL_EVENT_TYPES,
             request_url=webhook_url(deps.config.public_url, child.id),
@@ -294,18 +372,17 @@ class PlatformActivities:
             if admitted and exc.kind is ErrorKind.CAPACITY:
                 reason = exc.error_type or "capacity"
                 await deps.tx(admission_queries.requeue_child, child.id, reason)
-                return reason
+                return await self._reload(child.id), reason
             if exc.kind is not ErrorKind.PERMANENT:
                 raise self._error(exc) from None
-            await deps.tx(
-                run_queries.transition_child,
+            failed = await deps.tx(
+                _transition_and_reload,
                 child.id,
                 ChildState.FAILED,
                 status_message=exc.message,
             )
-            return None
-        await self._adopt(child, run, "started as")
-        return None
+            return failed, None
+        return await self._adopt(child, run, "started as"), None
 
     async def _log_failure(
         self, child: run_queries.ChildRecord, kind: str, what: str, exc: PlatformError

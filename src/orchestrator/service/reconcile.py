@@ -25,7 +25,6 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.db.engine import read_only
@@ -36,7 +35,7 @@ from orchestrator.domain.chaining import StepSource
 from orchestrator.domain.follow import FollowSettings, follow_plan
 from orchestrator.domain.ids import orchestrator_workflow_id, poller_workflow_id
 from orchestrator.service.launch import start_request_workflow, step_graph
-from orchestrator.workflows.poller import POLLER_WORKFLOW
+from orchestrator.workflows.poller_start import start_poller
 from orchestrator.workflows.types import PollerInput, ReconcileResult
 
 P = ParamSpec("P")
@@ -114,8 +113,9 @@ class Reconciler:
             or await self._is_running(poller_workflow_id(child.id))
         ):
             return False
-        await self.client.start_workflow(
-            POLLER_WORKFLOW,
+        await start_poller(
+            self.client,
+            self.task_queue,
             PollerInput.following(
                 follow_plan(child.options, self.follow),
                 run_id=run_id,
@@ -124,9 +124,6 @@ class Reconciler:
                 dataset_id=child.dataset_id,
                 parent_workflow_id=orchestrator_workflow_id(run_id),
             ),
-            id=poller_workflow_id(child.id),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         await self._note(
             run_id,

@@ -17,6 +17,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.admission import AdmissionActivities
     from orchestrator.activities.delivery import DeliveryActivities
+    from orchestrator.activities.finish import FinishActivities
     from orchestrator.activities.ingest import IngestActivities
     from orchestrator.activities.platform import PlatformActivities
     from orchestrator.activities.records import RecordActivities
@@ -39,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
         DeliverCallbackResult,
         FinalizeInput,
         FinalizeResult,
+        FinishChildInput,
+        FinishChildResult,
         IngestInput,
         IngestResult,
         PollInput,
@@ -55,11 +58,15 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-async def start_actor_run(child_id: str, *, admitted: bool = False) -> StartChildResult:
+async def start_actor_run(
+    child_id: str, *, admitted: bool = False, poller_for: str = ""
+) -> StartChildResult:
     return await workflow.execute_activity_method(
         PlatformActivities.start_actor_run,
-        # ``admitted`` only when set, so the input recorded by older histories is unchanged.
-        StartChildInput(child_id=child_id, admitted=True)
+        # Flags only when set, so the input recorded by older histories is unchanged.
+        StartChildInput(child_id=child_id, admitted=True, poller_for=poller_for)
+        if poller_for
+        else StartChildInput(child_id=child_id, admitted=True)
         if admitted
         else StartChildInput(child_id=child_id),
         start_to_close_timeout=policies.START_TIMEOUT,
@@ -128,6 +135,17 @@ async def ingest_dataset(params: IngestInput, heartbeat_seconds: float) -> Inges
     return await workflow.execute_activity_method(
         IngestActivities.ingest_dataset,
         params,
+        start_to_close_timeout=policies.INGEST_TIMEOUT,
+        heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
+        retry_policy=policies.INGEST_RETRY,
+    )
+
+
+async def finish_child(params: FinishChildInput, heartbeat_seconds: float) -> FinishChildResult:
+    return await workflow.execute_activity_method(
+        FinishActivities.finish_child,
+        params,
+        # It ingests the dataset: the ingest's own timeout, heartbeat and retries.
         start_to_close_timeout=policies.INGEST_TIMEOUT,
         heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
         retry_policy=policies.INGEST_RETRY,

@@ -26,9 +26,13 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.domain.lifecycle import ChildState
     from orchestrator.workflows import calls
     from orchestrator.workflows.admission_types import RELEASE_SLOTS_SIGNAL, SlotRelease
+    from orchestrator.workflows.poller_start import POLLER_WORKFLOW, POLLER_WORKFLOW_V2
     from orchestrator.workflows.row_delivery import ROW_PUSH_PATCH, push_child_rows
     from orchestrator.workflows.types import (
+        CHILD_FINISHED_SIGNAL,
         ChildFinished,
+        FinishChildInput,
+        FinishChildResult,
         IngestInput,
         PlatformSignal,
         PollerInput,
@@ -38,10 +42,8 @@ with workflow.unsafe.imports_passed_through():
         StopRequest,
     )
 
-POLLER_WORKFLOW = "PollerWorkflow"
 PLATFORM_SIGNAL = "platform_signal"
 # The master's signals; named here too because the master imports this module.
-CHILD_FINISHED_SIGNAL = "child_finished"
 STOP_REQUEST_SIGNAL = "stop_request"
 # Pollers that reach their cap from here on abort the platform run (time_out_child) instead
 # of only recording timed_out; histories from before replay the old path.
@@ -58,40 +60,13 @@ SETTLE_USAGE_PATCH = "settle-usage-after-end"
 RELEASE_AT_RUN_END_PATCH = "release-slot-at-run-end"
 
 
-@workflow.defn(name=POLLER_WORKFLOW)
-class PollerWorkflow:
+class _RunFollower:
+    """What both poller types share: following the run until it is final, asking the master
+    to stop, reporting to it, and stopping the run (caller abort, cap)."""
+
     def __init__(self) -> None:
         self._signalled = False
         self._keep_partial = False
-
-    @workflow.signal(name=PLATFORM_SIGNAL)
-    def platform_signal(self, signal: PlatformSignal) -> None:
-        self._signalled = True
-
-    @workflow.run
-    async def run(self, params: PollerInput) -> PollerResult:
-        self._keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
-        try:
-            result = await self._follow(params)
-        except asyncio.CancelledError:
-            if self._keep_partial:
-                result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
-            else:
-                aborted = await calls.abort_child(params.child_id)
-                result = PollerResult(child_id=params.child_id, state=aborted.state)
-        except ActivityError as err:
-            # A cancel that reaches an activity before it started comes back as its error.
-            if not (self._keep_partial and isinstance(err.cause, CancelledError)):
-                raise
-            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
-        if workflow.patched(SETTLE_USAGE_PATCH):
-            await self._settle_usage(params)
-        if workflow.patched(ROW_PUSH_PATCH):
-            # Rows go to the callback (if the request asks) before the master hears of the
-            # end, so its summary callback comes after every batch.
-            await push_child_rows(params.child_id)
-        await self._report(params, result)
-        return result
 
     async def _settle_usage(self, params: PollerInput) -> None:
         """Read the ended run's usage until it settles (after the ingest, so rows are never
@@ -114,26 +89,6 @@ class PollerWorkflow:
             # The master is gone (terminated or finished); the reconciler restarts it if the
             # request is not terminal, and it then reads this child's state from the database.
             workflow.logger.warning("could not report %s to its master", params.child_id)
-
-    async def _follow(self, params: PollerInput) -> PollerResult:
-        final = await self._poll_until_final(params)
-        if final is None:
-            return await self._timed_out(params)
-        if workflow.patched(RELEASE_AT_RUN_END_PATCH):
-            await self._release_slot(params)
-        if final.partial_state is not None:
-            partial = IngestInput(
-                child_id=params.child_id,
-                dataset_id=params.dataset_id,
-                final_state=final.partial_state,
-                final_message=final.status_message or None,
-            )
-            return await ingest_partial_rows(partial, params.ingest_heartbeat_seconds)
-        if not final.succeeded:
-            return PollerResult(
-                child_id=params.child_id, state=final.child_state or ChildState.FAILED.value
-            )
-        return await self._ingest(params)
 
     async def _poll_until_final(self, params: PollerInput) -> PollResult | None:
         """Poll until the platform reports a final status; None when the cap passed first.
@@ -169,18 +124,6 @@ class PollerWorkflow:
             if result.terminal:
                 return result
 
-    async def _release_slot(self, params: PollerInput) -> None:
-        """The platform run is over, so its slot of the account is free: give it back to
-        admission now, not after the ingest and the usage settling (the master releases it
-        again when the child ends; a second release changes nothing)."""
-        handle = workflow.get_external_workflow_handle(
-            admission_workflow_id(workflow.info().task_queue)
-        )
-        try:
-            await handle.signal(RELEASE_SLOTS_SIGNAL, SlotRelease(child_ids=[params.child_id]))
-        except Exception:  # no admission workflow: nothing is held (its leak guard agrees)
-            workflow.logger.info("slot of %s not released early", params.child_id)
-
     async def _ask_master_to_stop(self, params: PollerInput, reason: str) -> None:
         """The request was stopped (a budget is spent): the master stops every live child,
         this one included, by the abort cascade. Said after every poll until then, so a
@@ -208,6 +151,90 @@ class PollerWorkflow:
         except TimeoutError:
             return "interval", params.poll_long_wait_seconds
         return "webhook", 0
+
+    async def _stop(self, params: PollerInput, state: ChildState, message: str) -> PollerResult:
+        """Abort the platform run (caller abort, cap), keep its rows if the request does,
+        then end the child in ``state``."""
+        try:
+            stopped = await calls.stop_child(params.child_id, state, message)
+        except ActivityError as err:
+            # The platform never confirmed the abort: we stop watching all the same.
+            await calls.record_child_outcome(
+                params.child_id, state, f"{message}; aborting the platform run failed: {err.cause}"
+            )
+            return PollerResult(child_id=params.child_id, state=state.value)
+        ingest = stopped.ingest
+        if ingest is None:
+            return PollerResult(child_id=params.child_id, state=stopped.state)
+        return await ingest_partial_rows(ingest, stopped.ingest_heartbeat_seconds)
+
+
+@workflow.defn(name=POLLER_WORKFLOW)
+class PollerWorkflow(_RunFollower):
+    """The first poller type, kept for the runs started before ``PollerWorkflowV2`` (and
+    their recorded histories): each step after the run's end is an activity or a signal of
+    its own, and its behaviours since its first version are ``workflow.patched``."""
+
+    @workflow.signal(name=PLATFORM_SIGNAL)
+    def platform_signal(self, signal: PlatformSignal) -> None:
+        self._signalled = True
+
+    @workflow.run
+    async def run(self, params: PollerInput) -> PollerResult:
+        self._keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
+        try:
+            result = await self._follow(params)
+        except asyncio.CancelledError:
+            if self._keep_partial:
+                result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
+            else:
+                aborted = await calls.abort_child(params.child_id)
+                result = PollerResult(child_id=params.child_id, state=aborted.state)
+        except ActivityError as err:
+            # A cancel that reaches an activity before it started comes back as its error.
+            if not (self._keep_partial and isinstance(err.cause, CancelledError)):
+                raise
+            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
+        if workflow.patched(SETTLE_USAGE_PATCH):
+            await self._settle_usage(params)
+        if workflow.patched(ROW_PUSH_PATCH):
+            # Rows go to the callback (if the request asks) before the master hears of the
+            # end, so its summary callback comes after every batch.
+            await push_child_rows(params.child_id)
+        await self._report(params, result)
+        return result
+
+    async def _follow(self, params: PollerInput) -> PollerResult:
+        final = await self._poll_until_final(params)
+        if final is None:
+            return await self._timed_out(params)
+        if workflow.patched(RELEASE_AT_RUN_END_PATCH):
+            await self._release_slot(params)
+        if final.partial_state is not None:
+            partial = IngestInput(
+                child_id=params.child_id,
+                dataset_id=params.dataset_id,
+                final_state=final.partial_state,
+                final_message=final.status_message or None,
+            )
+            return await ingest_partial_rows(partial, params.ingest_heartbeat_seconds)
+        if not final.succeeded:
+            return PollerResult(
+                child_id=params.child_id, state=final.child_state or ChildState.FAILED.value
+            )
+        return await self._ingest(params)
+
+    async def _release_slot(self, params: PollerInput) -> None:
+        """The platform run is over, so its slot of the account is free: give it back to
+        admission now, not after the ingest and the usage settling (the master releases it
+        again when the child ends; a second release changes nothing)."""
+        handle = workflow.get_external_workflow_handle(
+            admission_workflow_id(workflow.info().task_queue)
+        )
+        try:
+            await handle.signal(RELEASE_SLOTS_SIGNAL, SlotRelease(child_ids=[params.child_id]))
+        except Exception:  # no admission workflow: nothing is held (its leak guard agrees)
+            workflow.logger.info("slot of %s not released early", params.child_id)
 
     async def _ingest(self, params: PollerInput) -> PollerResult:
         try:
@@ -242,21 +269,78 @@ class PollerWorkflow:
                 )
         return PollerResult(child_id=params.child_id, state=ChildState.TIMED_OUT.value)
 
-    async def _stop(self, params: PollerInput, state: ChildState, message: str) -> PollerResult:
-        """Abort the platform run (caller abort, cap), keep its rows if the request does,
-        then end the child in ``state``."""
+
+@workflow.defn(name=POLLER_WORKFLOW_V2)
+class PollerWorkflowV2(_RunFollower):
+    """The poller of every child started since ``POLLER_BY_START_PATCH`` (its start activity
+    starts it): every behaviour of ``PollerWorkflow`` without a patch marker (each costs two
+    history events and a visibility write per poller), and once the run is over one
+    ``finish_child`` activity releases the slot, ingests, settles the usage and tells the
+    master, instead of two signals and three activities."""
+
+    @workflow.signal(name=PLATFORM_SIGNAL)
+    def platform_signal(self, signal: PlatformSignal) -> None:
+        self._signalled = True
+
+    @workflow.run
+    async def run(self, params: PollerInput) -> PollerResult:
+        self._keep_partial = True
+        settled = False
         try:
-            stopped = await calls.stop_child(params.child_id, state, message)
+            final = await self._poll_until_final(params)
+            if final is None:
+                message = f"no final status from the platform within {params.cap_seconds:.0f} s"
+                result = await self._stop(params, ChildState.TIMED_OUT, message)
+            else:
+                result, finished = await self._finish(params, final)
+                if finished is not None and finished.told_master:
+                    return result
+                settled = finished is not None and finished.usage_settled
+        except asyncio.CancelledError:
+            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
         except ActivityError as err:
-            # The platform never confirmed the abort: we stop watching all the same.
-            await calls.record_child_outcome(
-                params.child_id, state, f"{message}; aborting the platform run failed: {err.cause}"
+            # A cancel that reaches an activity before it started comes back as its error.
+            if not isinstance(err.cause, CancelledError):
+                raise
+            result = await self._stop(params, ChildState.ABORTED, "aborted by the caller")
+        if not settled:
+            await self._settle_usage(params)
+        # Rows go to the callback (if the request asks) before the master hears of the end,
+        # so its summary callback comes after every batch.
+        await push_child_rows(params.child_id)
+        await self._report(params, result)
+        return result
+
+    async def _finish(
+        self, params: PollerInput, final: PollResult
+    ) -> tuple[PollerResult, FinishChildResult | None]:
+        """End the child in one activity (which may have told the master already); None
+        for that activity's result when it failed for good and the child was ended here."""
+        partial = final.partial_state
+        try:
+            done = await calls.finish_child(
+                FinishChildInput(
+                    child_id=params.child_id,
+                    dataset_id=params.dataset_id,
+                    ingest=final.succeeded or partial is not None,
+                    final_state=partial,
+                    final_message=(final.status_message or None) if partial else None,
+                    parent_workflow_id=params.parent_workflow_id,
+                ),
+                params.ingest_heartbeat_seconds,
             )
-            return PollerResult(child_id=params.child_id, state=state.value)
-        ingest = stopped.ingest
-        if ingest is None:
-            return PollerResult(child_id=params.child_id, state=stopped.state)
-        return await ingest_partial_rows(ingest, stopped.ingest_heartbeat_seconds)
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            state = ChildState(partial or ChildState.FAILED)
+            reason = f"ingesting the dataset failed: {err.cause}"
+            if partial is not None:
+                reason = f"ingesting its partial rows failed: {err.cause}"
+                if final.status_message:
+                    reason = f"{final.status_message}; {reason}"
+            await calls.record_child_outcome(params.child_id, state, reason)
+            return PollerResult(child_id=params.child_id, state=state.value), None
+        return PollerResult(child_id=params.child_id, state=done.state, items=done.items), done
 
 
 async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> PollerResult:

@@ -47,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
         SlotsGranted,
     )
     from orchestrator.workflows.poller import (
-        CHILD_FINISHED_SIGNAL,
         PARTIAL_ROWS_PATCH,
         STOP_REQUEST_SIGNAL,
         PollerWorkflow,
@@ -55,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.workflows.row_delivery import ROW_PUSH_PATCH, push_child_rows
     from orchestrator.workflows.types import (
+        CHILD_FINISHED_SIGNAL,
         ChildFinished,
         OrchestratorInput,
         OrchestratorResult,
@@ -69,6 +69,10 @@ ORCHESTRATOR_WORKFLOW = "ScraperOrchestrator"
 CANCELLED_START_PATCH = "cancelled-start-is-aborted"
 # Children wait for a slot of the admission workflow before they are started.
 ADMIT_PATCH = "admit-children"
+# From here on the start activity starts each child's poller (with the run just known), so
+# the master's history holds one activity per child and no child-workflow start: every
+# event of every child of a request goes through this one workflow, one at a time.
+POLLER_BY_START_PATCH = "poller-started-by-start"
 # Children still waiting for a slot are asked for again this often: if the admission
 # workflow was reset (terminated, started afresh) their tickets are back within this time.
 ADMISSION_REASK = timedelta(minutes=5)
@@ -83,6 +87,7 @@ class ScraperOrchestrator:
         self._spawning: asyncio.Future[list[None]] | None = None
         # Admission: children granted a slot and not started yet, and those released.
         self._admit = False
+        self._poller_by_start = False
         self._granted: set[str] = set()
         self._released: set[str] = set()
         self._closing = False
@@ -109,6 +114,7 @@ class ScraperOrchestrator:
     async def run(self, params: OrchestratorInput) -> OrchestratorResult:
         expected = set(params.child_ids)
         self._admit = workflow.patched(ADMIT_PATCH)
+        self._poller_by_start = self._admit and workflow.patched(POLLER_BY_START_PATCH)
         # Side tasks of admission: releasing finished children's slots, asking again.
         side: list[asyncio.Task[None]] = []
         try:
@@ -235,7 +241,11 @@ class ScraperOrchestrator:
                 await workflow.wait_condition(lambda: child_id in self._granted)
             finally:
                 self._awaiting_grant.discard(child_id)
-            started = await calls.start_actor_run(child_id, admitted=True)
+            started = await calls.start_actor_run(
+                child_id,
+                admitted=True,
+                poller_for=workflow.info().workflow_id if self._poller_by_start else "",
+            )
             if started.refused is None:
                 return started
             self._granted.discard(child_id)
@@ -261,6 +271,9 @@ class ScraperOrchestrator:
         if not started.started or started.platform_run_id is None or started.dataset_id is None:
             # Already terminal (failed to start, or finished before a restart of this run).
             self._finished.setdefault(child_id, "terminal")
+            return
+        if self._poller_by_start:  # the start activity started its poller
+            self._pollers.add(child_id)
             return
         # A poller from before a restart may still be following it; it will report here.
         with contextlib.suppress(WorkflowAlreadyStartedError):

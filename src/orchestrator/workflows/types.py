@@ -34,6 +34,9 @@ class StartChildInput:
     child_id: str
     #: The child holds an admission slot: a 402 is answered as "refused", not retried.
     admitted: bool = False
+    #: The master's workflow id: once the run is known the activity starts the child's
+    #: poller itself, reporting to that master (empty: the master starts it).
+    poller_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class PollerResult:
     child_id: str
     state: str
     items: int = 0
+
+
+#: The signal by which a poller (or ``finish_child`` for it) tells the master a child ended.
+CHILD_FINISHED_SIGNAL = "child_finished"
 
 
 @dataclass(frozen=True)
@@ -349,3 +356,32 @@ class PushRowsResult:
     rows: int = 0
     batches_pushed: int = 0
     rows_pushed: int = 0
+
+
+@dataclass(frozen=True)
+class FinishChildInput:
+    """A child whose platform run is over: what ``finish_child`` needs to end it."""
+
+    child_id: str
+    dataset_id: str
+    # False for a run that did not succeed and whose rows are not kept (already ended).
+    ingest: bool = True
+    # None for a run that succeeded; else the state the child ends in once its rows are in
+    # (failed / timed_out / aborted), with the platform's status message.
+    final_state: str | None = None
+    final_message: str | None = None
+    # The master to tell when the child has ended (empty: nobody to tell).
+    parent_workflow_id: str = ""
+
+
+@dataclass(frozen=True)
+class FinishChildResult:
+    child_id: str
+    state: str
+    items: int
+    # The usage was settled here; False: the poller settles it by its own activity.
+    usage_settled: bool
+    # The request pushes rows to its callback: the poller does that, then tells the master.
+    push_rows: bool
+    # The master was told here (no rows to push, usage settled): the poller is done.
+    told_master: bool
