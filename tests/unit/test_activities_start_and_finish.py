@@ -207,3 +207,42 @@ async def test_no_poller_for_a_child_that_did_not_start(engine: Engine, state: C
     params = StartChildInput(child_id=cid, admitted=True, poller_for=MASTER)
     started = await ActivityEnvironment().run(acts.start_actor_run, params)
     assert not started.started and client.starts == [] and platform.starts == []
+
+
+class RacedPlatform(FakePlatform):
+    """A platform on which another attempt of the same start (given up on by Temporal but
+    still running) recorded its run while this one's start was in flight."""
+
+    def __init__(self, engine: Engine, cid: str) -> None:
+        super().__init__()
+        self.engine, self.cid = engine, cid
+        self.first: str | None = None
+
+    async def start_run(self, *args: Any, **kwargs: Any) -> Any:
+        if self.first is None:
+            first = await super().start_run(*args, **kwargs)
+            self.first = first.id
+            with self.engine.begin() as conn:
+                run_queries.transition_child(
+                    conn,
+                    self.cid,
+                    ChildState.RUNNING,
+                    platform_run_id=first.id,
+                    dataset_id=first.dataset_id,
+                )
+        return await super().start_run(*args, **kwargs)
+
+
+async def test_a_second_run_of_a_raced_start_is_aborted(engine: Engine) -> None:
+    _, (cid,) = store_request(engine, {})
+    platform, client = RacedPlatform(engine, cid), FakeClient()
+    platform.scripts["ultron~leadgen"] = Script(items=2)
+    _, acts = build(engine, platform, client)
+    params = StartChildInput(child_id=cid, admitted=True, poller_for=MASTER)
+    started = await ActivityEnvironment().run(acts.start_actor_run, params)
+    assert started.platform_run_id == platform.first
+    (second,) = [rid for rid in platform.runs if rid != platform.first]
+    assert platform.runs[second].aborted and not platform.runs[platform.first].aborted
+    assert child(engine, cid).platform_run_id == platform.first
+    (poller,) = [arg for _, arg, _ in client.starts]
+    assert poller.platform_run_id == platform.first
