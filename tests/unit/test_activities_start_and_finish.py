@@ -240,7 +240,7 @@ async def test_a_second_run_of_a_raced_start_is_aborted(engine: Engine) -> None:
     _, acts = build(engine, platform, client)
     params = StartChildInput(child_id=cid, admitted=True, poller_for=MASTER)
     started = await ActivityEnvironment().run(acts.start_actor_run, params)
-    assert started.platform_run_id == platform.first
+    assert platform.first is not None and started.platform_run_id == platform.first
     (second,) = [rid for rid in platform.runs if rid != platform.first]
     assert platform.runs[second].aborted and not platform.runs[platform.first].aborted
     assert child(engine, cid).platform_run_id == platform.first
