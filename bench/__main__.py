@@ -59,7 +59,7 @@ class Plan:
             latency_children=20,
             latency_spread_secs=8.0,
             fanout_children=30,
-            budget_secs=120.0,
+            budget_secs=180.0,
         )
 
     @staticmethod
@@ -71,7 +71,7 @@ class Plan:
             latency_children=50,
             latency_spread_secs=25.0,
             fanout_children=100,
-            budget_secs=900.0,
+            budget_secs=1500.0,
         )
 
 

@@ -233,7 +233,7 @@ def fanout_level(
                     select(scrape_children.c.state, func.count())
                     .where(scrape_children.c.run_id.in_(run_ids))
                     .group_by(scrape_children.c.state)
-                ).tuples()
+                ).all()
             }
     finally:
         engine.dispose()

@@ -59,6 +59,47 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
 
+#: Fan-out at scale (issue 15): per-child cost at 500 in flight against 100, and the times.
+FANOUT_FLAT_RATIO = 1.2
+FANOUT_SPAWN_SECS = 5.0
+FANOUT_OVERHEAD_SECS = 5.0
+
+
+def fanout_targets(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per database: the per-child ratios at 500 vs 100 children, and the 500 times."""
+    targets: list[dict[str, Any]] = []
+    for kind, entry in found.items():
+        levels = {level["children"]: level for level in entry["levels"]}
+        at500 = levels.get(500)
+        if at500 is None or 100 not in levels:
+            continue
+        for key, label in (("cpu", "CPU"), ("spawned", "spawn time"), ("overhead", "overhead")):
+            value = at500["vsFirstPerChild"][key]
+            targets.append(
+                {
+                    "target": f"fan-out {label} per child, 500 vs 100 ({kind})",
+                    "value": value,
+                    "goal": f"≤ {FANOUT_FLAT_RATIO}",
+                    "met": value is not None and value <= FANOUT_FLAT_RATIO,
+                }
+            )
+        for key, goal in (
+            ("spawnedSecs", FANOUT_SPAWN_SECS),
+            ("overheadSecs", FANOUT_OVERHEAD_SECS),
+        ):
+            value = at500[key]
+            what = "all spawned" if key == "spawnedSecs" else "all terminal past the 3 s run"
+            targets.append(
+                {
+                    "target": f"fan-out of 500, {what} ({kind})",
+                    "value": value,
+                    "goal": f"≤ {goal:g} s",
+                    "met": value is not None and value <= goal,
+                }
+            )
+    return targets
+
+
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
     """Ratios per database and size, and one verdict per target."""
     targets: list[dict[str, Any]] = []
@@ -160,6 +201,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                     "met": total <= ing["callBound"],
                 }
             )
+    targets += fanout_targets(results.get("fanoutAtScale") or {})
     budget = results["plan"]["budget_secs"]
     targets.append(
         {
