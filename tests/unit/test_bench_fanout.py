@@ -1,0 +1,68 @@
+"""The benchmark's fan-out scenario: its plans, its profile summary and how its figures are
+reported and judged (pure parts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.fanout import FanoutPlan, profile_summary
+
+
+def test_the_full_plan_has_the_levels_of_the_issue() -> None:
+    assert FanoutPlan.full().levels == (100, 500, 1000)
+    quick = FanoutPlan.quick()
+    assert quick.levels[0] == 100 and max(quick.levels) < 500
+
+
+def test_the_profile_summary_leaves_waiting_threads_out(tmp_path: Path) -> None:
+    raw = tmp_path / "worker.txt"
+    raw.write_text(
+        "main;run (a.py:1);ingest (b.py:2) 6\n"
+        "main;run (a.py:1);poll (c.py:3) 2\n"
+        "pool;_worker (concurrent/futures/thread.py:81);get (queue.py:9) 50\n"
+        "loop;select (selectors.py:4) 40\n"
+    )
+    found = profile_summary(raw)
+    assert found["busySamples"] == 8
+    shares = {entry["frame"]: entry["share"] for entry in found["top"]}
+    assert shares["run (a.py:1)"] == 1.0
+    assert shares["ingest (b.py:2)"] == 0.75 and shares["poll (c.py:3)"] == 0.25
+
+
+def _level(children: int, spawned: float, overhead: float, cpu: float) -> dict[str, Any]:
+    return {
+        "children": children,
+        "spawnedSecs": spawned,
+        "terminalSecs": overhead + 3,
+        "closedSecs": overhead + 6,
+        "overheadSecs": overhead,
+        "historyEventsPerChild": 25.0,
+        "masterEventsPerChild": 6.0,
+        "pollerEventsPerChild": 19.0,
+        "cpuSecsPerChild": {"temporal": 0.05, "worker": 0.07, "api": 0.01, "emulator": 0.01},
+        "cpuMsPerChild": cpu,
+        "vsFirstPerChild": {},
+    }
+
+
+def test_targets_judge_500_against_100_per_child() -> None:
+    levels = [_level(100, 2.0, 4.0, 150.0), _level(500, 18.0, 28.0, 130.0)]
+    base = levels[0]
+    for level in levels:
+        scale = base["children"] / level["children"]
+        level["vsFirstPerChild"] = {
+            "spawned": round(level["spawnedSecs"] * scale / base["spawnedSecs"], 2),
+            "overhead": round(level["overheadSecs"] * scale / base["overheadSecs"], 2),
+            "cpu": round(level["cpuMsPerChild"] / base["cpuMsPerChild"], 2),
+        }
+    found = {
+        "sqlite": {"plan": {"per_request": 100, "child_secs": 3.0, "items": 100}, "levels": levels}
+    }
+    targets = {t["target"]: t for t in report.fanout_targets(found)}
+    assert targets["fan-out CPU per child, 500 vs 100 (sqlite)"]["met"]
+    assert not targets["fan-out spawn time per child, 500 vs 100 (sqlite)"]["met"]  # 1.8
+    assert not targets["fan-out of 500, all spawned (sqlite)"]["met"]
+    rows = [line for line in report.fanout_section(found) if line.startswith("| sqlite")]
+    assert len(rows) == 2 and "| 500 | 18.0 | 31.0 | 34.0 |" in rows[1]
