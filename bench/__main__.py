@@ -71,7 +71,7 @@ class Plan:
             latency_children=50,
             latency_spread_secs=25.0,
             fanout_children=100,
-            budget_secs=1500.0,
+            budget_secs=1200.0,
         )
 
 

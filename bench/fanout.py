@@ -88,11 +88,16 @@ def _history_events(app: App, platform: Platform, since: float) -> dict[str, int
         found = {"workflows": 0, "events": 0, "masterEvents": 0, "pollerEvents": 0}
         async for wf in client.list_workflows(query):
             found["workflows"] += 1
-            found["events"] += wf.history_length
+            length = wf.history_length
             if wf.workflow_type == "ScraperOrchestrator":
-                found["masterEvents"] += wf.history_length
-            elif wf.workflow_type in ("PollerWorkflow", "PollerWorkflowV2"):
-                found["pollerEvents"] += wf.history_length
+                # Visibility may not have the length of a master that closed just now yet;
+                # the workflow's own description has it.
+                described = await client.get_workflow_handle(wf.id, run_id=wf.run_id).describe()
+                length = described.history_length
+                found["masterEvents"] += length
+            found["events"] += length
+            if wf.workflow_type in ("PollerWorkflow", "PollerWorkflowV2"):
+                found["pollerEvents"] += length
         return found
 
     return asyncio.run(count())
