@@ -142,6 +142,7 @@ def build_worker(client: Client, task_queue: str, deps: ActivityDeps) -> Worker:
             platform.settle_usage,
             ingest.ingest_dataset,
             finish.finish_child,
+            finish.look_and_finish,
             records.record_child_outcome,
             records.finalize_run,
             steps.build_step_input,

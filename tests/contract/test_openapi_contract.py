@@ -229,6 +229,12 @@ def _one_way_to_run(body: dict[str, Any], *, planning: bool) -> None:
     elif body.get("planId") is not None:
         for name in _PLAN_FIELDS[1:]:
             body.pop(name, None)
+        # The plan's runs (free, from _PLANNABLE_BRIEF) each need a share of the budget;
+        # a budget that covers the most runs a request may have covers any such plan.
+        budget = body.get("budgetUsd")
+        if isinstance(budget, float | int):
+            most = Settings.model_fields["max_runs_per_request"].default
+            body["budgetUsd"] = max(budget, float(QUANTUM_USD * most))
     else:
         body.pop("planId", None)
         body.pop("runs", None)

@@ -148,7 +148,7 @@ def test_with_tracing_on_every_process_exports_its_spans_over_otlp(
                 wanted = (
                     b"orchestrator-api",
                     b"orchestrator-worker",
-                    b"RunActivity:finish_child",  # the poller ingests in it
+                    b"RunActivity:look_and_finish",  # the poller ingests in it
                 )
                 return body if all(w in body for w in wanted) else None
 

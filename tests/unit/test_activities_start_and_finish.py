@@ -1,6 +1,6 @@
 """Ending a child in one activity, and starting its poller from the start activity:
-``finish_child`` and ``start_actor_run(poller_for=…)`` under ``ActivityEnvironment``, a fake
-platform, a fake Temporal client, SQLite and PostgreSQL."""
+``finish_child``, ``look_and_finish`` and ``start_actor_run(poller_for=…)`` under
+``ActivityEnvironment``, a fake platform, a fake Temporal client, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from orchestrator.workflows.poller_start import POLLER_WORKFLOW_V2
 from orchestrator.workflows.types import (
     CHILD_FINISHED_SIGNAL,
     FinishChildInput,
+    LookInput,
     PollerInput,
+    PollInput,
     StartChildInput,
 )
 
@@ -246,3 +248,27 @@ async def test_a_second_run_of_a_raced_start_is_aborted(engine: Engine) -> None:
     assert child(engine, cid).platform_run_id == platform.first
     (poller,) = [arg for _, arg, _ in client.starts]
     assert poller.platform_run_id == platform.first
+
+
+async def test_a_look_ends_the_child_only_once_the_run_is_over(engine: Engine) -> None:
+    platform, client = FakePlatform(), FakeClient()
+    finish, _ = build(engine, platform, client)
+    platform.scripts["ultron~leadgen"] = Script(items=5, polls_to_finish=2)
+    _, (cid,) = store_request(engine, {})
+    run = await platform.start_run("ultron~leadgen", {}, StartOptions())
+    with engine.begin() as conn:
+        run_queries.transition_child(
+            conn, cid, ChildState.RUNNING, platform_run_id=run.id, dataset_id=run.dataset_id
+        )
+    look = LookInput(
+        poll=PollInput(child_id=cid, platform_run_id=run.id),
+        dataset_id=run.dataset_id,
+        parent_workflow_id=MASTER,
+    )
+    first = await ActivityEnvironment().run(finish.look_and_finish, look)
+    assert not first.poll.terminal and first.finished is None
+    assert child(engine, cid).state is ChildState.RUNNING and client.signals == []
+    second = await ActivityEnvironment().run(finish.look_and_finish, look)
+    assert second.poll.terminal and second.finished is not None
+    assert (second.finished.state, second.finished.items) == ("succeeded", 5)
+    assert second.finished.told_master and stored_rows(engine, cid) == 5

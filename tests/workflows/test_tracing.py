@@ -64,7 +64,7 @@ async def test_a_traced_request_makes_spans_from_submission_to_ingest(
         # The start activity starts the child's poller, through the worker's client.
         "StartWorkflow:PollerWorkflowV2",
         "RunWorkflow:PollerWorkflowV2",
-        "RunActivity:finish_child",
+        "RunActivity:look_and_finish",
     ):
         assert expected in names, f"{expected} not among {sorted(names)}"
     # One trace: the submission's span is the root of everything the workers did.

@@ -23,17 +23,20 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.activities.ingest import IngestActivities
-from orchestrator.activities.platform import PlatformActivities
+from orchestrator.activities.platform import PlatformActivities, heartbeats
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.domain.ids import admission_workflow_id
 from orchestrator.platform.port import PlatformError
 from orchestrator.workflows.admission_types import RELEASE_SLOTS_SIGNAL, SlotRelease
+from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import (
     CHILD_FINISHED_SIGNAL,
     ChildFinished,
     FinishChildInput,
     FinishChildResult,
     IngestInput,
+    LookInput,
+    LookResult,
     SettleUsageInput,
 )
 
@@ -102,6 +105,35 @@ class FinishActivities:
             push_rows=push_rows,
             told_master=told,
         )
+
+    @activity.defn(name="look_and_finish")
+    async def look_and_finish(self, params: LookInput) -> LookResult:
+        """Read the run's status (``poll_platform_run``); if it is over, end the child as
+        ``finish_child`` does, in the same activity. A retry reads the status again (one
+        more ``child.poll`` event) and goes on where the ingest stopped."""
+        async with heartbeats():
+            poll = await self._platform.poll_platform_run(params.poll)
+        if not poll.terminal:
+            return LookResult(poll=poll)
+        partial = poll.partial_state
+        try:
+            finished = await self.finish_child(
+                FinishChildInput(
+                    child_id=params.poll.child_id,
+                    dataset_id=params.dataset_id,
+                    ingest=poll.succeeded or partial is not None,
+                    final_state=partial,
+                    final_message=(poll.status_message or None) if partial else None,
+                    parent_workflow_id=params.parent_workflow_id,
+                )
+            )
+        except ApplicationError as exc:
+            # A permanent failure is the child's, not the look's: reported, not retried
+            # (a retry, or the poller's fallback, would only fail the same way again).
+            if not (exc.non_retryable or exc.type == ERR_PERMANENT):
+                raise
+            return LookResult(poll=poll, failure=str(exc))
+        return LookResult(poll=poll, finished=finished)
 
     async def _settle(self, child_id: str) -> bool:
         try:

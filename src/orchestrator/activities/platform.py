@@ -104,7 +104,7 @@ async def _heartbeat_until_done(task: asyncio.Future[Any], every: float) -> None
 
 
 @contextlib.asynccontextmanager
-async def _heartbeats() -> AsyncIterator[None]:
+async def heartbeats() -> AsyncIterator[None]:
     """Heartbeat (a third of the heartbeat timeout apart) while the block runs; unlike
     ``_heartbeating`` a cancellation reaches the block as usual."""
     timeout = activity.info().heartbeat_timeout
@@ -262,7 +262,7 @@ class PlatformActivities:
         platform call can outlast the heartbeat timeout, and an attempt Temporal gave up on
         while it still ran would race its retry to the platform (issue 15's fan-out of 500
         found 3 % of children started twice that way)."""
-        async with _heartbeats():
+        async with heartbeats():
             return await self._start_actor_run(params)
 
     async def _start_actor_run(self, params: StartChildInput) -> StartChildResult:

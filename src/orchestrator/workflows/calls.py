@@ -44,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
         FinishChildResult,
         IngestInput,
         IngestResult,
+        LookInput,
+        LookResult,
         PollInput,
         PollResult,
         SettleUsageInput,
@@ -149,6 +151,18 @@ async def finish_child(params: FinishChildInput, heartbeat_seconds: float) -> Fi
         start_to_close_timeout=policies.INGEST_TIMEOUT,
         heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
         retry_policy=policies.INGEST_RETRY,
+    )
+
+
+async def look_and_finish(params: LookInput, heartbeat_seconds: float) -> LookResult:
+    return await workflow.execute_activity_method(
+        FinishActivities.look_and_finish,
+        params,
+        # It may ingest the dataset: the ingest's timeout and heartbeat; the poll's retries
+        # (the poller falls back to a plain look and ``finish_child`` after them).
+        start_to_close_timeout=policies.INGEST_TIMEOUT,
+        heartbeat_timeout=timedelta(seconds=heartbeat_seconds),
+        retry_policy=policies.POLL_RETRY,
     )
 
 

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         FinishChildInput,
         FinishChildResult,
         IngestInput,
+        LookInput,
         PlatformSignal,
         PollerInput,
         PollerResult,
@@ -67,6 +68,10 @@ class _RunFollower:
     def __init__(self) -> None:
         self._signalled = False
         self._keep_partial = False
+
+    async def _look(self, params: PollerInput, look: PollInput) -> PollResult:
+        """Read the run's status from the platform (and record it)."""
+        return await calls.poll_platform_run(look)
 
     async def _settle_usage(self, params: PollerInput) -> None:
         """Read the ended run's usage until it settles (after the ingest, so rows are never
@@ -109,14 +114,15 @@ class _RunFollower:
             reason, wait = await self._next_look(params, first, remaining)
             first = False
             self._signalled = False
-            result = await calls.poll_platform_run(
+            result = await self._look(
+                params,
                 PollInput(
                     child_id=params.child_id,
                     platform_run_id=params.platform_run_id,
                     wait_secs=wait,
                     reason=reason,
                     keep_partial=self._keep_partial,
-                )
+                ),
             )
             polls += 1
             if result.stop_reason is not None:
@@ -278,9 +284,38 @@ class PollerWorkflowV2(_RunFollower):
     ``finish_child`` activity releases the slot, ingests, settles the usage and tells the
     master, instead of two signals and three activities."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # What the look that found the run over did to end the child (``look_and_finish``),
+        # or why that failed for good.
+        self._ended: FinishChildResult | None = None
+        self._end_failure: str | None = None
+
     @workflow.signal(name=PLATFORM_SIGNAL)
     def platform_signal(self, signal: PlatformSignal) -> None:
         self._signalled = True
+
+    async def _look(self, params: PollerInput, look: PollInput) -> PollResult:
+        """Read the status and, if the run is over, end the child in the same activity:
+        one activity and one workflow task per child fewer. If that activity fails for
+        good, the look is made again alone and the child ended by ``finish_child`` (whose
+        failure is recorded as the child's), as if it had never been tried."""
+        try:
+            looked = await calls.look_and_finish(
+                LookInput(
+                    poll=look,
+                    dataset_id=params.dataset_id,
+                    parent_workflow_id=params.parent_workflow_id,
+                ),
+                params.ingest_heartbeat_seconds,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            workflow.logger.warning("look_and_finish of %s failed: %s", params.child_id, err)
+            return await calls.poll_platform_run(look)
+        self._ended, self._end_failure = looked.finished, looked.failure
+        return looked.poll
 
     @workflow.run
     async def run(self, params: PollerInput) -> PollerResult:
@@ -292,7 +327,16 @@ class PollerWorkflowV2(_RunFollower):
                 message = f"no final status from the platform within {params.cap_seconds:.0f} s"
                 result = await self._stop(params, ChildState.TIMED_OUT, message)
             else:
-                result, finished = await self._finish(params, final)
+                finished: FinishChildResult | None = None
+                if self._ended is not None:
+                    finished = self._ended
+                    result = PollerResult(
+                        params.child_id, state=finished.state, items=finished.items
+                    )
+                elif self._end_failure is not None:
+                    result = await self._ended_by_failure(params, final, self._end_failure)
+                else:
+                    result, finished = await self._finish(params, final)
                 if finished is not None and finished.told_master:
                     return result
                 settled = finished is not None and finished.usage_settled
@@ -332,15 +376,23 @@ class PollerWorkflowV2(_RunFollower):
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
-            state = ChildState(partial or ChildState.FAILED)
-            reason = f"ingesting the dataset failed: {err.cause}"
-            if partial is not None:
-                reason = f"ingesting its partial rows failed: {err.cause}"
-                if final.status_message:
-                    reason = f"{final.status_message}; {reason}"
-            await calls.record_child_outcome(params.child_id, state, reason)
-            return PollerResult(child_id=params.child_id, state=state.value), None
+            return await self._ended_by_failure(params, final, str(err.cause)), None
         return PollerResult(child_id=params.child_id, state=done.state, items=done.items), done
+
+    async def _ended_by_failure(
+        self, params: PollerInput, final: PollResult, cause: str
+    ) -> PollerResult:
+        """Ending the child failed for good (its ingest, mostly): it ends all the same, in
+        its run's state (failed if the run succeeded), the failure in its message."""
+        partial = final.partial_state
+        state = ChildState(partial or ChildState.FAILED)
+        reason = f"ingesting the dataset failed: {cause}"
+        if partial is not None:
+            reason = f"ingesting its partial rows failed: {cause}"
+            if final.status_message:
+                reason = f"{final.status_message}; {reason}"
+        await calls.record_child_outcome(params.child_id, state, reason)
+        return PollerResult(child_id=params.child_id, state=state.value)
 
 
 async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> PollerResult:

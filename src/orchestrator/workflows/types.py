@@ -385,3 +385,22 @@ class FinishChildResult:
     push_rows: bool
     # The master was told here (no rows to push, usage settled): the poller is done.
     told_master: bool
+
+
+@dataclass(frozen=True)
+class LookInput:
+    """A look at a child's run that, if the run is over, ends the child too."""
+
+    poll: PollInput
+    dataset_id: str
+    parent_workflow_id: str = ""
+
+
+@dataclass(frozen=True)
+class LookResult:
+    poll: PollResult
+    # How the child was ended, when the look found the run over; None otherwise.
+    finished: FinishChildResult | None = None
+    # Ending it failed for good (a permanent error of its ingest): why. The poller then
+    # ends the child in its run's state with this in its message.
+    failure: str | None = None
