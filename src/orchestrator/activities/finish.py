@@ -115,15 +115,12 @@ class FinishActivities:
             poll = await self._platform.poll_platform_run(params.poll)
         if not poll.terminal:
             return LookResult(poll=poll)
-        partial = poll.partial_state
         try:
             finished = await self.finish_child(
-                FinishChildInput(
+                FinishChildInput.after(
+                    poll,
                     child_id=params.poll.child_id,
                     dataset_id=params.dataset_id,
-                    ingest=poll.succeeded or partial is not None,
-                    final_state=partial,
-                    final_message=(poll.status_message or None) if partial else None,
                     parent_workflow_id=params.parent_workflow_id,
                 )
             )

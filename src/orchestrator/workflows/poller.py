@@ -360,15 +360,12 @@ class PollerWorkflowV2(_RunFollower):
     ) -> tuple[PollerResult, FinishChildResult | None]:
         """End the child in one activity (which may have told the master already); None
         for that activity's result when it failed for good and the child was ended here."""
-        partial = final.partial_state
         try:
             done = await calls.finish_child(
-                FinishChildInput(
+                FinishChildInput.after(
+                    final,
                     child_id=params.child_id,
                     dataset_id=params.dataset_id,
-                    ingest=final.succeeded or partial is not None,
-                    final_state=partial,
-                    final_message=(final.status_message or None) if partial else None,
                     parent_workflow_id=params.parent_workflow_id,
                 ),
                 params.ingest_heartbeat_seconds,

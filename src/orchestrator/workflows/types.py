@@ -373,6 +373,22 @@ class FinishChildInput:
     # The master to tell when the child has ended (empty: nobody to tell).
     parent_workflow_id: str = ""
 
+    @classmethod
+    def after(
+        cls, final: PollResult, *, child_id: str, dataset_id: str, parent_workflow_id: str
+    ) -> FinishChildInput:
+        """How to end a child whose run the look ``final`` found over: rows ingested if it
+        succeeded or keeps them, ending in the run's state with its message."""
+        partial = final.partial_state
+        return cls(
+            child_id=child_id,
+            dataset_id=dataset_id,
+            ingest=final.succeeded or partial is not None,
+            final_state=partial,
+            final_message=(final.status_message or None) if partial else None,
+            parent_workflow_id=parent_workflow_id,
+        )
+
 
 @dataclass(frozen=True)
 class FinishChildResult:
