@@ -192,11 +192,16 @@ def stored_rows(database_url: str, child: str) -> tuple[int, int, int, int]:
 
 
 async def activity_workers(address: str, workflow_ids: list[str]) -> list[str]:
-    """The identity of the worker that started each activity task of these workflows."""
+    """The identity of the worker that started each activity task of these workflows, once
+    each has closed: a request is terminal when its rows are in, while its pollers may still
+    be settling the usage in the activity that ingested, and Temporal records an activity's
+    start only with its end."""
     client = await Client.connect(address)
     identities: list[str] = []
     for workflow_id in workflow_ids:
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        handle = client.get_workflow_handle(workflow_id)
+        await asyncio.wait_for(handle.result(), timeout=120)
+        history = await handle.fetch_history()
         identities += [
             event.activity_task_started_event_attributes.identity
             for event in history.events
@@ -214,7 +219,9 @@ async def ingest_attempts(address: str, child: str) -> list[tuple[str, int]]:
     the worker and the attempt that ran it to the end (Temporal records only the last
     attempt's start)."""
     client = await Client.connect(address)
-    history = await client.get_workflow_handle(poller_workflow_id(child)).fetch_history()
+    handle = client.get_workflow_handle(poller_workflow_id(child))
+    await asyncio.wait_for(handle.result(), timeout=120)  # see activity_workers
+    history = await handle.fetch_history()
     ingests = {
         event.event_id
         for event in history.events
