@@ -17,6 +17,7 @@ idempotent, so a retry after any of them repeats only what is left:
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -84,8 +85,14 @@ class FinishActivities:
             )
             items = ingested.items
         settled = await self._settle(params.child_id)
-        child = await self._deps.read(run_queries.get_child, params.child_id)
-        run = await self._deps.read(run_queries.get_run, child.run_id) if child else None
+
+        def read(
+            conn: Connection,
+        ) -> tuple[run_queries.ChildRecord | None, run_queries.RunRecord | None]:
+            child = run_queries.get_child(conn, params.child_id)
+            return child, run_queries.get_run(conn, child.run_id) if child else None
+
+        child, run = await self._deps.read(read)
         if child is None or run is None:
             raise ApplicationError(f"child {params.child_id} is not in the database")
         push_rows = run.deliver_rows != "none"

@@ -250,7 +250,7 @@ class PollerWorkflow(_RunFollower):
             )
         except ActivityError as err:
             await calls.record_child_outcome(
-                params.child_id, ChildState.FAILED, f"ingesting the dataset failed: {err.cause}"
+                params.child_id, ChildState.FAILED, ingest_failure(str(err.cause), partial=False)
             )
             return PollerResult(child_id=params.child_id, state=ChildState.FAILED.value)
         return PollerResult(
@@ -258,7 +258,7 @@ class PollerWorkflow(_RunFollower):
         )
 
     async def _timed_out(self, params: PollerInput) -> PollerResult:
-        message = f"no final status from the platform within {params.cap_seconds:.0f} s"
+        message = cap_message(params)
         if self._keep_partial:
             return await self._stop(params, ChildState.TIMED_OUT, message)
         if not workflow.patched(TIME_OUT_ABORTS_PATCH):
@@ -324,7 +324,7 @@ class PollerWorkflowV2(_RunFollower):
         try:
             final = await self._poll_until_final(params)
             if final is None:
-                message = f"no final status from the platform within {params.cap_seconds:.0f} s"
+                message = cap_message(params)
                 result = await self._stop(params, ChildState.TIMED_OUT, message)
             else:
                 finished: FinishChildResult | None = None
@@ -383,13 +383,25 @@ class PollerWorkflowV2(_RunFollower):
         its run's state (failed if the run succeeded), the failure in its message."""
         partial = final.partial_state
         state = ChildState(partial or ChildState.FAILED)
-        reason = f"ingesting the dataset failed: {cause}"
-        if partial is not None:
-            reason = f"ingesting its partial rows failed: {cause}"
-            if final.status_message:
-                reason = f"{final.status_message}; {reason}"
+        reason = ingest_failure(
+            cause, partial=partial is not None, run_message=final.status_message or None
+        )
         await calls.record_child_outcome(params.child_id, state, reason)
         return PollerResult(child_id=params.child_id, state=state.value)
+
+
+def ingest_failure(cause: str, *, partial: bool, run_message: str | None = None) -> str:
+    """The status message of a child whose ingest failed for good: of partial rows after
+    the run's own message (if any), or of a succeeded run's dataset."""
+    if not partial:
+        return f"ingesting the dataset failed: {cause}"
+    reason = f"ingesting its partial rows failed: {cause}"
+    return f"{run_message}; {reason}" if run_message else reason
+
+
+def cap_message(params: PollerInput) -> str:
+    """Why a child past its cap ended ``timed_out``."""
+    return f"no final status from the platform within {params.cap_seconds:.0f} s"
 
 
 async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> PollerResult:
@@ -403,8 +415,7 @@ async def ingest_partial_rows(ingest: IngestInput, heartbeat_seconds: float) -> 
     except ActivityError as err:
         if isinstance(err.cause, CancelledError):
             raise  # the caller aborted meanwhile: the cancel path stops and ingests again
-        reason = f"ingesting its partial rows failed: {err.cause}"
-        message = f"{ingest.final_message}; {reason}" if ingest.final_message else reason
+        message = ingest_failure(str(err.cause), partial=True, run_message=ingest.final_message)
         await calls.record_child_outcome(ingest.child_id, state, message)
         return PollerResult(child_id=ingest.child_id, state=state.value)
     return PollerResult(child_id=ingest.child_id, state=state.value, items=result.items)
