@@ -9,7 +9,10 @@ API and one worker. Reported per level:
 - history events per child: every workflow of the app's task queue that started in the
   level's window (masters, pollers and their continued runs), from Temporal's visibility;
 - CPU seconds per child by process (Temporal, emulator, API, worker, the benchmark);
-- the per-child ratios against the first level (the goal: 500 vs 100 ≤ 1.2).
+- the per-child ratios against the first level (the goal: 500 vs 100 ≤ 1.2);
+- the engine's floor for as many children (``temporal_floor``: a workflow per child with
+  one activity and one signal, nothing else, on the same server right after the level), and
+  the level against it: what of the time and CPU is Temporal's own minimum under the design.
 
 Timestamps come from the database the worker wrote, so the benchmark only asks whether
 each request is terminal (every half second), not every child's state.
@@ -30,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -39,6 +43,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, func, select
 
+from bench.floor_workflow import FLOOR_SIGNAL
 from bench.scenarios import CpuMeter, calls_by_kind, generator_input, request
 from bench.stack import App, Platform
 from orchestrator.db.schema import scrape_children, scrape_runs
@@ -175,6 +180,65 @@ def profile_summary(path: Path, top: int = 25) -> dict[str, Any]:
     }
 
 
+def temporal_floor(platform: Platform, children: int, timeout: float) -> dict[str, Any]:
+    """``children`` floor children (bench/floor_workflow.py) on the stack's Temporal server,
+    with a worker in this process on a task queue of their own: all started at once, each
+    signalled once; seconds to all started and all done, and CPU ms per child of the server
+    and of this process (the worker and the client)."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from bench.floor_workflow import FloorChild, floor_look
+
+    async def run() -> dict[str, Any]:
+        client = await Client.connect(
+            platform.stack.temporal_address, namespace=platform.stack.namespace
+        )
+        queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[FloorChild],
+            activities=[floor_look],
+            max_concurrent_activities=500,  # as the orchestrator's worker
+        ):
+            await client.execute_workflow(  # the first workflow task pays for imports
+                FloorChild.run,
+                "warm",
+                id=f"{queue}-warm",
+                task_queue=queue,
+                start_signal=FLOOR_SIGNAL,
+            )
+            with CpuMeter(_temporal_pid(platform)) as cpu:
+                began = time.perf_counter()
+                handles = await asyncio.gather(
+                    *(
+                        client.start_workflow(
+                            FloorChild.run, f"c{i}", id=f"{queue}-{i}", task_queue=queue
+                        )
+                        for i in range(children)
+                    )
+                )
+                started = time.perf_counter() - began
+                await asyncio.gather(*(h.signal(FloorChild.platform_signal) for h in handles))
+                await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout)
+                done = time.perf_counter() - began
+        spent = {"temporal": cpu.spent.get("temporal", 0.0), "worker": cpu.spent["bench"]}
+        return {
+            "startedSecs": round(started, 3),
+            "doneSecs": round(done, 3),
+            "cpuMsPerChild": {k: round(1000 * v / children, 1) for k, v in spent.items()},
+            "cpuMsPerChildTotal": round(1000 * sum(spent.values()) / children, 1),
+        }
+
+    return asyncio.run(run())
+
+
+def _temporal_pid(platform: Platform) -> dict[str, int]:
+    pid = platform.stack.pid("temporal")
+    return {} if pid is None else {"temporal": pid}
+
+
 def fanout_level(
     app: App,
     platform: Platform,
@@ -269,7 +333,26 @@ def fanout_level(
     }
     if profile is not None:
         found["workerProfile"] = profile_summary(profile)
+    # The same number of floor children on the same, now idle, server: what the engine alone
+    # takes for them, against which the orchestrator's figures are read.
+    floor = temporal_floor(platform, total, plan.timeout_secs)
+    found["floor"] = floor
+    found["vsFloor"] = vs_floor(found, floor, plan.child_secs)
     return found
+
+
+def vs_floor(level: dict[str, Any], floor: dict[str, Any], child_secs: float) -> dict[str, Any]:
+    """The orchestrator's level against the engine's floor for as many children: spawned vs
+    the floor's started, the overhead past the run vs the floor's whole time (its children
+    do not run), and CPU per child (Temporal + worker, and every process)."""
+    cpu = level["cpuSecsPerChild"]
+    engine_ms = 1000 * (cpu.get("temporal", 0.0) + cpu.get("worker", 0.0))
+    return {
+        "spawned": _ratio(level["spawnedSecs"], floor["startedSecs"]),
+        "overhead": _ratio(level["overheadSecs"], floor["doneSecs"]),
+        "cpuTemporalWorker": _ratio(engine_ms, floor["cpuMsPerChildTotal"]),
+        "cpu": _ratio(level["cpuMsPerChild"], floor["cpuMsPerChildTotal"]),
+    }
 
 
 def _marks(rows: Any, posted: float) -> dict[str, dict[str, float | None]]:
@@ -319,6 +402,13 @@ def fanout_levels(
             ),
             "cpu": _ratio(level["cpuMsPerChild"], base["cpuMsPerChild"]),
             "historyEvents": _ratio(level["historyEventsPerChild"], base["historyEventsPerChild"]),
+        }
+        # The engine's own floor, scaled the same way: how flat it is itself on this machine.
+        floor, first = level["floor"], base["floor"]
+        level["floorVsFirstPerChild"] = {
+            "started": _ratio(floor["startedSecs"] / per, first["startedSecs"] / b),
+            "done": _ratio(floor["doneSecs"] / per, first["doneSecs"] / b),
+            "cpu": _ratio(floor["cpuMsPerChildTotal"], first["cpuMsPerChildTotal"]),
         }
     return {"plan": asdict(plan), "levels": levels}
 

@@ -290,12 +290,15 @@ def fanout_section(found: dict[str, Any] | None) -> list[str]:
         "",
         "Seconds from the first POST; *closed*: the last master workflow closed (usage "
         "settled, callbacks sent). Per child: history events (master + poller) and CPU ms "
-        "by process; *vs first*: per-child ratio to the smallest level (goal ≤ 1.2).",
+        "by process; *vs first*: per-child ratio to the smallest level (goal ≤ 1.2). "
+        "*Floor*: as many bare workflows (one activity, one signal, nothing else) on the same "
+        "server and worker process model: all started / all done, CPU ms per child "
+        "(Temporal + worker), and its own per-child ratio to the smallest level.",
         "",
         "| db | children | all spawned | all terminal | closed | events (master + poller) "
         "| CPU ms: temporal / worker / api / emulator | total | vs first: spawned / terminal "
-        "overhead / CPU |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "overhead / CPU | floor: started / done (s), CPU ms | floor vs first: done / CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, entry in found.items():
         for level in entry["levels"]:
@@ -310,9 +313,23 @@ def fanout_section(found: dict[str, Any] | None) -> list[str]:
                 f"| {_num(cpu.get('temporal'))} / {_num(cpu.get('worker'))} / "
                 f"{_num(cpu.get('api'))} / {_num(cpu.get('emulator'))} "
                 f"| {_num(level['cpuMsPerChild'])} "
-                f"| {_num(vs['spawned'], 2)} / {_num(vs['overhead'], 2)} / {_num(vs['cpu'], 2)} |"
+                f"| {_num(vs['spawned'], 2)} / {_num(vs['overhead'], 2)} / {_num(vs['cpu'], 2)} "
+                f"| {_floor_cells(level)} |"
             )
     return out
+
+
+def _floor_cells(level: dict[str, Any]) -> str:
+    """The floor's two cells of a fan-out row (dashes for results from before it)."""
+    floor = level.get("floor")
+    if not floor:
+        return "- | -"
+    vs = level.get("floorVsFirstPerChild") or {}
+    return (
+        f"{_num(floor['startedSecs'], 1)} / {_num(floor['doneSecs'], 1)}, "
+        f"{_num(floor['cpuMsPerChildTotal'])} "
+        f"| {_num(vs.get('done'), 2)} / {_num(vs.get('cpu'), 2)}"
+    )
 
 
 def table(results: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.fanout import FanoutPlan, profile_summary
+from bench.fanout import FanoutPlan, profile_summary, vs_floor
 
 
 def test_the_full_plan_has_the_levels_of_the_issue() -> None:
@@ -66,3 +66,30 @@ def test_targets_judge_500_against_100_per_child() -> None:
     assert not targets["fan-out of 500, all spawned (sqlite)"]["met"]
     rows = [line for line in report.fanout_section(found) if line.startswith("| sqlite")]
     assert len(rows) == 2 and "| 500 | 18.0 | 31.0 | 34.0 |" in rows[1]
+
+
+def test_a_level_is_read_against_the_engines_floor() -> None:
+    level = _level(500, 20.0, 40.0, 160.0)  # Temporal + worker: 50 + 70 = 120 ms per child
+    floor = {
+        "startedSecs": 4.0,
+        "doneSecs": 16.0,
+        "cpuMsPerChild": {"temporal": 30.0, "worker": 10.0},
+        "cpuMsPerChildTotal": 40.0,
+    }
+    assert vs_floor(level, floor, 3.0) == {
+        "spawned": 5.0,
+        "overhead": 2.5,
+        "cpuTemporalWorker": 3.0,
+        "cpu": 4.0,
+    }
+    level["floor"] = floor
+    level["vsFirstPerChild"] = {"spawned": 1.0, "overhead": 1.5, "cpu": 0.9}
+    level["floorVsFirstPerChild"] = {"started": 1.1, "done": 1.37, "cpu": 1.2}
+    found = {
+        "sqlite": {"plan": {"per_request": 100, "child_secs": 3.0, "items": 100}, "levels": [level]}
+    }
+    (row,) = [line for line in report.fanout_section(found) if line.startswith("| sqlite")]
+    assert row.endswith("| 4.0 / 16.0, 40 | 1.37 / 1.20 |")
+    del level["floor"]  # results recorded before the floor was measured
+    (row,) = [line for line in report.fanout_section(found) if line.startswith("| sqlite")]
+    assert row.endswith("| - | - |")
