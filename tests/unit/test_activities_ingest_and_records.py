@@ -6,12 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import pytest
 from sqlalchemy import Engine, select
-from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from orchestrator.activities import ingest as ingest_module
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.activities.ingest import IngestActivities
 from orchestrator.activities.records import RecordActivities
@@ -141,36 +138,3 @@ async def test_an_outcome_is_recorded_and_the_header_finalised(engine: Engine) -
     final = await env.run(records.finalize_run, FinalizeInput(run_id=run_id))
     assert final.terminal and final.state == RunState.TIMED_OUT.value
     assert not final.deliver_callback  # the request has no callback URL
-
-
-async def test_pages_written_one_behind_another_store_each_row_once(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One page per transaction, so on PostgreSQL each page's COPY overlaps the commit of the
-    page before; a download that fails mid-way leaves a committed prefix the retry resumes."""
-    monkeypatch.setattr(ingest_module, "PIPELINE_ROWS", 7)  # the test page size
-    platform = FakePlatform()
-    run_id, cid = await ingesting_child(engine, platform, items=50)
-    platform.runs[next(iter(platform.runs))].script.failing_page_offsets.add(35)
-    child = get_child(engine, cid)
-    assert child.dataset_id is not None
-    params = IngestInput(child_id=cid, dataset_id=child.dataset_id)
-    ingest = IngestActivities(deps(engine, platform)).ingest_dataset
-    beats: list[object] = []
-    env = ActivityEnvironment()
-    env.on_heartbeat = lambda *details: beats.extend(details)
-    with pytest.raises(ApplicationError, match="dataset page at 35 failed"):
-        await env.run(ingest, params)
-    assert beats == [7, 14, 21, 28, 35] and get_child(engine, cid).ingest_offset == 35
-    beats.clear()
-    result = await env.run(ingest, params)
-    assert (result.items, result.pages) == (50, 3) and beats == [42, 49, 50]
-    with engine.connect() as conn:
-        indexes = conn.execute(
-            select(scrape_items.c.item_index).where(scrape_items.c.child_id == cid)
-        ).scalars()
-        assert sorted(indexes) == list(range(50))
-        pages = [
-            e for e in event_queries.list_events(conn, run_id) if e.kind == "child.ingest_page"
-        ]
-    assert [e.data["offset"] for e in pages if e.data] == [7, 14, 21, 28, 35, 42, 49, 50]

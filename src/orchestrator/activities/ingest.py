@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection
@@ -27,7 +25,7 @@ from orchestrator.activities.deps import ActivityDeps
 from orchestrator.activities.platform import as_activity_error
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.events import append_event
-from orchestrator.db.queries.items import PageTurn, write_page
+from orchestrator.db.queries.items import write_page
 from orchestrator.db.queries.observability import child_entered
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.observability import metrics
@@ -38,18 +36,6 @@ from orchestrator.workflows.types import IngestInput, IngestResult
 #: Pages downloaded ahead of the one being written, and the most pages one transaction
 #: writes (in rows, so a larger page size keeps the same bound on memory).
 PIPELINE_ROWS = 4000
-#: Page writes in flight at once on PostgreSQL: the next page's COPY runs on its own backend
-#: while the page before it commits (``items.PageTurn`` keeps the cursor in page order).
-#: SQLite has one writer, so there pages are written one at a time.
-WRITES_IN_FLIGHT = 2
-
-
-@dataclass(frozen=True)
-class _PageWrite:
-    task: asyncio.Task[None]
-    turn: PageTurn
-    offset: int
-    counts: list[int]
 
 
 def pages_stored(
@@ -161,8 +147,6 @@ class IngestActivities:
                 await ahead.put(exc)
 
         downloader = asyncio.create_task(download(offset))
-        in_flight = WRITES_IN_FLIGHT if deps.engine.dialect.name == "postgresql" else 1
-        writes: deque[_PageWrite] = deque()
         pages = 0
         try:
             while True:
@@ -171,44 +155,29 @@ class IngestActivities:
                     batch.append(ahead.get_nowait())
                 # Pages come in order, and a download error after the last good page.
                 done = [page for page in batch if not isinstance(page, BaseException)]
+                items = [item for page, _ in done for item in page]
+                counts = [len(page) for page, _ in done]
                 if done:
-                    # Rows and cursor commit together; the page before may still be committing.
-                    items = [item for page, _ in done for item in page]
-                    turn = PageTurn(writes[-1].turn if writes else None)
-                    task = asyncio.create_task(deps.tx(write_page, run, child, offset, items, turn))
-                    writes.append(_PageWrite(task, turn, offset, [len(page) for page, _ in done]))
-                    offset += len(items)
+                    # Rows and cursor commit together; the pages' events follow in a
+                    # transaction of their own, so page writes never wait for the event
+                    # log's ordering lock.
+                    await deps.tx(write_page, run, child, offset, items)
+                    metrics.observe_rows(child.actor, len(items))
+                    await deps.tx(pages_stored, run, child, offset, counts)
+                for count in counts:
+                    offset += count
+                    activity.heartbeat(offset)
+                pages += len(done)
                 failed = next((p for p in batch if isinstance(p, BaseException)), None)
-                last = failed is None and done[-1][1]
-                while writes and (len(writes) >= in_flight or failed is not None or last):
-                    pages += await self._written(run, child, writes.popleft())
                 if failed is not None:
                     raise failed
-                if last:
+                if done[-1][1]:
                     return offset, pages
         finally:
             if not downloader.done():
                 downloader.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await downloader
-            # No write of this attempt goes on after it (a failed one's successors roll back).
-            await asyncio.gather(*(write.task for write in writes), return_exceptions=True)
-
-    async def _written(
-        self, run: run_queries.RunRecord, child: run_queries.ChildRecord, write: _PageWrite
-    ) -> int:
-        """Wait for a page write to commit, then record its pages; returns how many."""
-        await write.task
-        rows = sum(write.counts)
-        metrics.observe_rows(child.actor, rows)
-        # The pages' events in a transaction of their own, so page writes never wait for
-        # the event log's ordering lock.
-        await self._deps.tx(pages_stored, run, child, write.offset, write.counts)
-        at = write.offset
-        for count in write.counts:
-            at += count
-            activity.heartbeat(at)
-        return len(write.counts)
 
     async def _fetch(
         self,
