@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-# The benchmark (docs/BENCHMARKS.md): full run < 20 min, quick run < 3 min.
+# The benchmark (docs/BENCHMARKS.md): full run < 25 min, quick run < 3 min.
 bench: $(STAMP)
 	$(BIN)/python -m bench
 

@@ -301,6 +301,18 @@ _COLUMNS: Final = (
     "run_id, child_id, item_index, workspace_id, skill_run_id, conversation_id, actor, data, "
     "created_at"
 )
+# Binary COPY, as the orchestrator writes (PostgreSQL reads each value by its length).
+_COLUMN_TYPES: Final = (
+    "text",
+    "text",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+)
 
 
 def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
@@ -368,8 +380,9 @@ def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) 
             raw: Any = conn.connection.driver_connection
             with (
                 raw.cursor() as cur,
-                cur.copy(f"COPY scrape_items ({_COLUMNS}) FROM STDIN") as copy,
+                cur.copy(f"COPY scrape_items ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
             ):
+                copy.set_types(_COLUMN_TYPES)
                 for i, data in enumerate(page):
                     copy.write_row(
                         (
@@ -392,6 +405,26 @@ def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) 
     )
 
 
+def limit_pass(
+    emulator_url: str, db: BaselineDb, dataset_id: str, encoded: Sequence[str], label: str
+) -> dict[str, Any]:
+    """One more pass of the measures that set the limit: the download and the fastest insert
+    (executemany on SQLite, COPY straight into the table on PostgreSQL)."""
+    found = {"download": download_only(emulator_url, dataset_id)}
+    if db.sqlite:
+        found["insert"] = insert_only(db, encoded, label)
+    else:
+        found["insertCopyDirect"] = insert_only_copy_direct(db, encoded, label)
+    return found
+
+
+def best_pass(passes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest of several passes of one measure (on a shared machine, the least
+    disturbed), with every pass's rate beside it."""
+    best = max(passes, key=lambda entry: float(entry["rowsPerSec"]))
+    return {**best, "passes": [entry["rowsPerSec"] for entry in passes]}
+
+
 def run_baselines(
     emulator_url: str,
     db: BaselineDb,
@@ -400,8 +433,10 @@ def run_baselines(
     label: str,
     *,
     with_naive: bool,
+    passes: int = 1,
 ) -> dict[str, Any]:
-    """Every baseline for one dataset size on one database; returns results by name."""
+    """Every baseline for one dataset size on one database; returns results by name. The
+    measures that set the limit run ``passes`` times, each keeping its best pass."""
     dataset_id = dataset_for(run_input)
     found: dict[str, Any] = {}
     if with_naive:
@@ -414,5 +449,11 @@ def run_baselines(
     if not db.sqlite:
         found["insertCopy"] = insert_only_copy(db, keep, label)
         found["insertCopyDirect"] = insert_only_copy_direct(db, keep, label)
+    extra = [
+        limit_pass(emulator_url, db, dataset_id, keep, f"{label}-{n}") for n in range(1, passes)
+    ]
+    if extra:
+        for name in extra[0]:
+            found[name] = best_pass([found[name], *(more[name] for more in extra)])
     keep.clear()
     return found
