@@ -301,18 +301,6 @@ _COLUMNS: Final = (
     "run_id, child_id, item_index, workspace_id, skill_run_id, conversation_id, actor, data, "
     "created_at"
 )
-# Binary COPY, as the orchestrator writes (PostgreSQL reads each value by its length).
-_COLUMN_TYPES: Final = (
-    "text",
-    "text",
-    "int8",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "timestamptz",
-)
 
 
 def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict[str, Any]:
@@ -353,6 +341,7 @@ def insert_only_copy(db: BaselineDb, encoded: Sequence[str], label: str) -> dict
     return _result(stored, seconds, method="COPY to temp table + INSERT ON CONFLICT DO NOTHING")
 
 
+# Binary COPY, as the orchestrator writes (PostgreSQL reads each value by its length).
 _BINARY_TYPES: Final = (
     "text",
     "text",
@@ -382,7 +371,7 @@ def insert_only_copy_direct(db: BaselineDb, encoded: Sequence[str], label: str) 
                 raw.cursor() as cur,
                 cur.copy(f"COPY scrape_items ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
             ):
-                copy.set_types(_COLUMN_TYPES)
+                copy.set_types(_BINARY_TYPES)
                 for i, data in enumerate(page):
                     copy.write_row(
                         (
