@@ -337,11 +337,11 @@ def fanout_level(
     # takes for them, against which the orchestrator's figures are read.
     floor = temporal_floor(platform, total, plan.timeout_secs)
     found["floor"] = floor
-    found["vsFloor"] = vs_floor(found, floor, plan.child_secs)
+    found["vsFloor"] = vs_floor(found, floor)
     return found
 
 
-def vs_floor(level: dict[str, Any], floor: dict[str, Any], child_secs: float) -> dict[str, Any]:
+def vs_floor(level: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
     """The orchestrator's level against the engine's floor for as many children: spawned vs
     the floor's started, the overhead past the run vs the floor's whole time (its children
     do not run), and CPU per child (Temporal + worker, and every process)."""

@@ -76,7 +76,7 @@ def test_a_level_is_read_against_the_engines_floor() -> None:
         "cpuMsPerChild": {"temporal": 30.0, "worker": 10.0},
         "cpuMsPerChildTotal": 40.0,
     }
-    assert vs_floor(level, floor, 3.0) == {
+    assert vs_floor(level, floor) == {
         "spawned": 5.0,
         "overhead": 2.5,
         "cpuTemporalWorker": 3.0,
