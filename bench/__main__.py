@@ -32,6 +32,7 @@ from bench.stack import (
     postgres_database,
     postgres_version,
 )
+from orchestrator.db.engine import build_engine
 
 log = logging.getLogger("bench")
 
@@ -134,16 +135,20 @@ def run_database(
     """Scenario 1 and the baselines on one kind of database (plus 2 and 3 on SQLite)."""
     found: dict[str, Any] = {"ingest": [], "baselines": {}}
     base_db = baselines.BaselineDb(baseline_url, tmp / f"baseline-{kind}")
+    # The app's own database, emptied and settled before each load as the baselines' is.
+    app_db = build_engine(url)
+
+    def ingest_pass(size: int) -> dict[str, Any]:
+        baselines.empty_items(app_db)
+        baselines.settle(app_db)
+        return scenarios.ingest(app, platform, size, ITEM_BYTES)
+
     with app_stack(platform, tmp, url, kind) as app:
         _warm_up(app, platform)
         for size in plan.sizes:
             passes = plan.ingest_passes.get(size, 1)
             log.info("%s: orchestrator ingest of %d items (%d passes)", kind, size, passes)
-            found["ingest"].append(
-                baselines.best_pass(
-                    [scenarios.ingest(app, platform, size, ITEM_BYTES) for _ in range(passes)]
-                )
-            )
+            found["ingest"].append(baselines.best_pass([ingest_pass(size) for _ in range(passes)]))
             log.info("%s: baselines at %d items", kind, size)
             run_input = scenarios.generator_input(size, ITEM_BYTES, 0.5, seed=f"bench-{size}")
             found["baselines"][str(size)] = baselines.run_baselines(
@@ -169,6 +174,7 @@ def run_database(
                 )
             log.info("fan-out of %d children", plan.fanout_children)
             found["fanout"] = scenarios.fanout(app, platform, plan.fanout_children)
+    app_db.dispose()
     base_db.dispose()
     return found
 
