@@ -127,7 +127,7 @@ def _rate(rows: int, seconds: float) -> dict[str, float]:
     return {"rows": rows, "seconds": round(seconds, 3), "rowsPerSec": round(rows / seconds, 1)}
 
 
-async def download(url: str, dataset_id: str, page: int, keep: list[str]) -> dict[str, float]:
+async def download(url: str, dataset_id: str, page: int, keep: list[bytes]) -> dict[str, float]:
     """The orchestrator's adapter reading every page (one item more than a page, as the
     activity asks), nothing written; the lines are kept for the insert-only runs."""
     platform = build_platform(_settings(url))
@@ -247,12 +247,14 @@ def _halves(
     url: str, dataset_id: str, page: int, base: baselines.BaselineDb, label: str
 ) -> dict[str, dict[str, Any]]:
     """One pass of the two halves alone: serving, the adapter's download, every insert."""
-    lines: list[str] = []
+    raw: list[bytes] = []
     found = {
         "serve": baselines.download_only(url, dataset_id),
-        "download": asyncio.run(download(url, dataset_id, page, lines)),
-        "insert": baselines.insert_only(base, lines, label),
+        "download": asyncio.run(download(url, dataset_id, page, raw)),
     }
+    lines = [line.decode() for line in raw]
+    raw.clear()
+    found["insert"] = baselines.insert_only(base, lines, label)
     if not base.sqlite:
         found["insertCopy"] = baselines.insert_only_copy(base, lines, label)
         found["insertCopyDirect"] = baselines.insert_only_copy_direct(base, lines, label)

@@ -55,7 +55,7 @@ async def test_an_ingest_resumes_at_its_committed_offset(engine: Engine) -> None
     child = get_child(engine, cid)
     assert child.dataset_id is not None
     # An earlier attempt committed the first page (7 items, the test page size) and died.
-    first_page = [json.dumps({"index": i, "actor": "ultron~leadgen"}) for i in range(7)]
+    first_page = [json.dumps({"index": i, "actor": "ultron~leadgen"}).encode() for i in range(7)]
     with engine.begin() as conn:
         run = run_queries.get_run(conn, run_id)
         assert run is not None

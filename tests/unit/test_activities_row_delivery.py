@@ -75,7 +75,7 @@ def final_child(
         record = run_queries.get_run(conn, run_id)
         child = run_queries.get_child(conn, cid)
         assert record is not None and child is not None
-        item_queries.write_page(conn, record, child, 0, [json.dumps(r) for r in rows])
+        item_queries.write_page(conn, record, child, 0, [json.dumps(r).encode() for r in rows])
         run_queries.transition_child(conn, cid, ChildState.SUCCEEDED)
     return run_id, cid
 

@@ -34,7 +34,7 @@ def ingest(engine: Engine, run_id: str, idx: int, start: int, count: int) -> Non
         child = run_queries.get_child(conn, child_id(run_id, idx))
         assert run is not None and child is not None
         rows = [
-            json.dumps({"n": start + i, "tag": f"c{idx}", "nested": {"a": [1]}})
+            json.dumps({"n": start + i, "tag": f"c{idx}", "nested": {"a": [1]}}).encode()
             for i in range(count)
         ]
         item_queries.write_page(conn, run, child, start, rows)

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from typing import Any
 
+import psycopg
+import pytest
 from sqlalchemy import Engine, select
 
+from orchestrator.db.engine import build_engine
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
@@ -51,6 +56,10 @@ def _run(
     return run, child
 
 
+def _bytes(items: list[str]) -> list[bytes]:
+    return [item.encode() for item in items]
+
+
 def _stored(engine: Engine, cid: str) -> list[tuple[int, str, str, str | None]]:
     i = scrape_items.c
     with engine.connect() as conn:
@@ -65,10 +74,10 @@ def _stored(engine: Engine, cid: str) -> list[tuple[int, str, str, str | None]]:
 def test_awkward_items_are_stored_as_they_came(engine: Engine) -> None:
     run, child = _run(engine, skill="skill\\1")
     with engine.begin() as conn:
-        item_queries.write_page(conn, run, child, 0, AWKWARD[:3])
+        item_queries.write_page(conn, run, child, 0, _bytes(AWKWARD[:3]))
     with engine.begin() as conn:
         # A retried, overlapping page: the merge path (a staging table on PostgreSQL).
-        item_queries.write_page(conn, run, child, 1, AWKWARD[1:])
+        item_queries.write_page(conn, run, child, 1, _bytes(AWKWARD[1:]))
     assert _stored(engine, child.id) == [
         (n, item, "ws\ttab", "skill\\1") for n, item in enumerate(AWKWARD)
     ]
@@ -79,5 +88,49 @@ def test_an_item_with_a_newline_of_its_own_is_kept_whole(engine: Engine) -> None
     run, child = _run(engine, skill=None)
     items = ['{"a":\n1}', '{"b": "\\\\"}', "{\r\n}"]
     with engine.begin() as conn:
-        item_queries.write_page(conn, run, child, 0, items)
+        item_queries.write_page(conn, run, child, 0, _bytes(items))
     assert _stored(engine, child.id) == [(n, item, "ws\ttab", None) for n, item in enumerate(items)]
+
+
+@pytest.mark.postgres
+def test_a_binary_copy_page_round_trips_every_column(postgres_url: str) -> None:
+    """The hand-built COPY stream: NULLs, non-ASCII routing values, the timestamp to the
+    microsecond and items as their bytes, read back exactly by PostgreSQL."""
+    stamp = datetime(2026, 12, 2, 4, 5, 6, 789_012, tzinfo=UTC)
+    tagging = ("run_ü", "run_ü.0", "ws\ttab", None, "conv\\1", "actor☃")
+    items = [item.encode() for item in AWKWARD]
+    page = item_queries.binary_copy_page(tagging, stamp, 41, items)
+    engine = build_engine(postgres_url)
+    try:
+        with engine.begin() as conn:
+            raw: Any = conn.connection.driver_connection
+            with raw.cursor() as cursor:
+                cursor.execute(item_queries.PG_STAGE)
+                with cursor.copy(item_queries.PG_COPY_STAGE) as copy:
+                    copy.write(page)
+                cursor.execute(
+                    "SELECT run_id, child_id, workspace_id, skill_run_id, conversation_id,"
+                    " actor, created_at, item_index, data FROM scrape_items_stage"
+                    " ORDER BY item_index"
+                )
+                rows = cursor.fetchall()
+    finally:
+        engine.dispose()
+    assert rows == [(*tagging, stamp, 41 + n, item) for n, item in enumerate(AWKWARD)]
+
+
+@pytest.mark.postgres
+def test_an_item_that_is_not_utf8_stores_nothing_of_its_page(postgres_url: str) -> None:
+    """Items go to PostgreSQL as the platform's bytes; PostgreSQL still refuses bytes that are
+    not UTF-8 text, and the page's rows and cursor stay unwritten together."""
+    engine = build_engine(postgres_url)
+    try:
+        run, child = _run(engine, skill=None)
+        with pytest.raises(psycopg.errors.DataError), engine.begin() as conn:
+            item_queries.write_page(conn, run, child, 0, [b'{"ok": 1}', b'{"bad": "\xff"}'])
+        assert _stored(engine, child.id) == []
+        with engine.connect() as conn:
+            again = run_queries.get_child(conn, child.id)
+        assert again is not None and again.ingest_offset == 0
+    finally:
+        engine.dispose()

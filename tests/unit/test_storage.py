@@ -97,7 +97,7 @@ def test_all_succeeded_is_terminal_with_finish_time(engine: Engine) -> None:
 def test_pages_are_written_once_whatever_the_retries(engine: Engine) -> None:
     run_id = make_run(engine, children=1)
     cid = child_id(run_id, 0)
-    page = [json.dumps({"n": i}) for i in range(250)]
+    page = [json.dumps({"n": i}).encode() for i in range(250)]
     with engine.begin() as conn:
         run = run_queries.get_run(conn, run_id)
         child = run_queries.get_child(conn, cid)

@@ -166,7 +166,7 @@ class FakePlatform:
         run.aborted = True
         return self._view(run)
 
-    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[str]:
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[bytes]:
         self.page_calls += 1
         run = self.runs[dataset_id.removeprefix("ds-")]
         if offset in run.script.failing_page_offsets:
@@ -175,7 +175,9 @@ class FakePlatform:
         end = min(run.script.item_count(), offset + limit)
         own = run.script.rows
         return [
-            json.dumps({"index": i, "actor": run.actor_id} | (own[i] if own is not None else {}))
+            json.dumps(
+                {"index": i, "actor": run.actor_id} | (own[i] if own is not None else {})
+            ).encode()
             for i in range(offset, end)
         ]
 

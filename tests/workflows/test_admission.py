@@ -80,7 +80,7 @@ async def test_a_slot_is_given_back_when_the_platform_run_ends_not_after_its_ing
     gate = asyncio.Event()
     read_page = h.platform.dataset_page
 
-    async def page_once_both_started(dataset_id: str, offset: int, limit: int) -> list[str]:
+    async def page_once_both_started(dataset_id: str, offset: int, limit: int) -> list[bytes]:
         await gate.wait()
         return await read_page(dataset_id, offset, limit)
 

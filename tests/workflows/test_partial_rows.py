@@ -116,7 +116,7 @@ async def test_a_failing_partial_ingest_still_ends_the_child_in_its_real_state(
     )
     read_page = harness.platform.dataset_page
 
-    async def second_page_gone(dataset_id: str, offset: int, limit: int) -> list[str]:
+    async def second_page_gone(dataset_id: str, offset: int, limit: int) -> list[bytes]:
         if offset > 0:
             raise permanent("dataset was deleted")
         return await read_page(dataset_id, offset, limit)

@@ -4,10 +4,10 @@ Resumable and idempotent: the cursor (the child's ``ingest_offset``) is committe
 page, and rows are keyed by (child, item index), so a retry or a new worker after a crash
 continues where the last committed page ended and never stores a row twice. Pages are
 downloaded ahead (a bounded pipeline) while earlier ones are written, and the pages waiting
-when a write starts share its transaction; items arrive as JSON Lines and are stored as they
-came, never decoded. Pages are
-read until a short page, because the dataset's ``itemCount`` lags; each request asks for one
-item more than a page, so the last page is recognised without an extra empty request.
+when a write starts share its transaction; items arrive as JSON Lines and are stored as the
+bytes that came, never decoded. Pages are read until a short page, because the dataset's
+``itemCount`` lags; each request asks for one item more than a page, so the last page is
+recognised without an extra empty request.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class IngestActivities:
         """
         deps = self._deps
         page_size = deps.config.dataset_page_size
-        ahead: asyncio.Queue[tuple[list[str], bool] | BaseException] = asyncio.Queue(
+        ahead: asyncio.Queue[tuple[list[bytes], bool] | BaseException] = asyncio.Queue(
             max(1, PIPELINE_ROWS // page_size)
         )
 
@@ -185,7 +185,7 @@ class IngestActivities:
         child: run_queries.ChildRecord,
         dataset_id: str,
         at: int,
-    ) -> list[str]:
+    ) -> list[bytes]:
         deps = self._deps
         try:
             # One item more than a page: a page that comes back full (page + 1) is not the

@@ -361,9 +361,9 @@ class ApifyPlatform:
                 return await self.get_run(str(run_id))
         return None
 
-    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[str]:
-        # JSON Lines: one item per line, so rows are stored without being decoded and
-        # encoded again (about half of what an ingest would otherwise spend).
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[bytes]:
+        # JSON Lines: one item per line, so rows are stored as the bytes that came, without
+        # being decoded and encoded again (about half of what an ingest would otherwise spend).
         body = await self._call(
             "datasetPage",
             f"datasets/{dataset_id}",
@@ -371,7 +371,7 @@ class ApifyPlatform:
                 item_format="jsonl", offset=offset, limit=limit
             ),
         )
-        return [line for line in body.decode("utf-8").split("\n") if line.strip()]
+        return [line for line in body.split(b"\n") if line and not line.isspace()]
 
     async def account_limits(self) -> AccountLimits:
         try:

@@ -101,9 +101,9 @@ class Platform(Protocol):
 
     async def abort_run(self, run_id: str, *, gracefully: bool = False) -> PlatformRun | None: ...
 
-    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[str]:
-        """Up to ``limit`` items from ``offset``, each as its JSON text (not decoded: rows are
-        stored as the platform sent them)."""
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[bytes]:
+        """Up to ``limit`` items from ``offset``, each as its JSON text in UTF-8 bytes (not
+        decoded: rows are stored as the platform sent them)."""
         ...
 
     async def find_run_by_webhook_url(self, marker: str) -> PlatformRun | None:
