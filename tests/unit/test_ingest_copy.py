@@ -98,8 +98,7 @@ def test_a_binary_copy_page_round_trips_every_column(postgres_url: str) -> None:
     microsecond and items as their bytes, read back exactly by PostgreSQL."""
     stamp = datetime(2026, 12, 2, 4, 5, 6, 789_012, tzinfo=UTC)
     tagging = ("run_ü", "run_ü.0", "ws\ttab", None, "conv\\1", "actor☃")
-    items = [item.encode() for item in AWKWARD]
-    page = item_queries.binary_copy_page(tagging, stamp, 41, items)
+    page = item_queries.binary_copy_page(tagging, stamp, 41, _bytes(AWKWARD))
     engine = build_engine(postgres_url)
     try:
         with engine.begin() as conn:
