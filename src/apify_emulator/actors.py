@@ -288,18 +288,19 @@ def _generator_texts(params: Mapping[str, Any], window: range) -> Iterator[str]:
     hidden = bool(params.get("hiddenFields"))
     pad = max(0, int(params.get("itemBytes", 500)) - 60 - (24 if hidden else 0))
     reps = pad // 16 + 1
-    # stable_int("generator", seed, index), with the constant part encoded once.
-    prefix = f"generator\x1f{params['seed']}\x1f".encode()
-    blake2b = hashlib.blake2b
-    from_bytes = int.from_bytes
+    # stable_int("generator", seed, index): the constant part hashed once, each index added
+    # to a copy; the hex digest is the same number written as the payload writes it.
+    seeded = hashlib.blake2b(f"generator\x1f{params['seed']}\x1f".encode(), digest_size=8)
     for index in window:
         if empty_every and (index + 1) % empty_every == 0:
             yield "{}"
             continue
-        h = from_bytes(blake2b(prefix + str(index).encode(), digest_size=8).digest(), "big")
-        payload = (f"{h:016x}" * reps)[:pad]
+        hashed = seeded.copy()
+        hashed.update(b"%d" % index)
+        digits = hashed.hexdigest()
+        value = int(digits, 16) % 1_000_000
         debug = f'"#debug": "hidden-{index}", ' if hidden else ""
         yield (
-            f'{{"index": {index}, "id": "item-{index:09d}", "value": {h % 1_000_000}, '
-            f'{debug}"payload": "{payload}"}}'
+            f'{{"index": {index}, "id": "item-{index:09d}", "value": {value}, '
+            f'{debug}"payload": "{(digits * reps)[:pad]}"}}'
         )
