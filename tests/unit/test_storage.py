@@ -153,6 +153,27 @@ def test_event_dedupe_keys(engine: Engine) -> None:
     assert kinds.count("x") == 1 and kinds.count("poll") == 2
 
 
+def test_events_appended_together_keep_their_order(engine: Engine) -> None:
+    run_id = make_run(engine, children=1)
+    child = child_id(run_id, 0)
+    batch = [
+        event_queries.NewEvent("child.ingest_page", f"page {n}", child, {"offset": n * 10})
+        for n in range(1, 4)
+    ]
+    with engine.begin() as conn:
+        event_queries.append_event(conn, run_id, "before", "first")
+        event_queries.append_events(conn, run_id, batch)
+        event_queries.append_events(conn, run_id, [])
+        logged = event_queries.list_events(conn, run_id)
+    stored = logged[[e.kind for e in logged].index("before") :]
+    assert [(e.kind, e.message) for e in stored] == [("before", "first")] + [
+        (e.kind, e.message) for e in batch
+    ]
+    assert [e.data for e in stored[1:]] == [{"offset": 10}, {"offset": 20}, {"offset": 30}]
+    assert {e.child_id for e in stored[1:]} == {child}
+    assert [e.id for e in stored] == sorted(e.id for e in stored)
+
+
 @pytest.mark.parametrize("bad", ['{"actors": []}', "[]"])
 def test_registry_file_must_map_names(bad: str) -> None:
     with pytest.raises(ValueError):
@@ -184,6 +205,14 @@ def test_event_appends_for_a_request_are_serialised_until_commit(postgres_url: s
                     assert taken is False, "a second writer could append before the first commits"
                     # Another request's events are not held up.
                     assert event_queries.append_event(second, other_run, "y", "independent")
+            with first.begin():
+                # A batch of events takes the same lock.
+                event_queries.append_events(first, run_id, [event_queries.NewEvent("z", "b")])
+                with second.begin():
+                    taken = second.execute(
+                        text("SELECT pg_try_advisory_xact_lock(:ns, :key)"), probe
+                    ).scalar_one()
+                    assert taken is False, "a batch was appended without the request's lock"
             with second.begin():
                 assert (
                     second.execute(

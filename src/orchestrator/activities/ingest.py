@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.activities.platform import as_activity_error
 from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.queries.events import append_event
+from orchestrator.db.queries.events import NewEvent, append_event, append_events
 from orchestrator.db.queries.items import write_page
 from orchestrator.db.queries.observability import child_entered
 from orchestrator.domain.lifecycle import ChildState
@@ -49,16 +49,18 @@ def pages_stored(
     if conn.dialect.name == "postgresql":
         # Only a record of pages already committed: as asynchronous as their commit.
         conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+    events = []
     for count in counts:
         offset += count
-        append_event(
-            conn,
-            run.id,
-            "child.ingest_page",
-            f"actor run {child.idx}: stored {count} item(s), {offset} so far",
-            child_id=child.id,
-            data={"offset": offset, "count": count},
+        events.append(
+            NewEvent(
+                "child.ingest_page",
+                f"actor run {child.idx}: stored {count} item(s), {offset} so far",
+                child_id=child.id,
+                data={"offset": offset, "count": count},
+            )
         )
+    append_events(conn, run.id, events)
 
 
 class IngestActivities:

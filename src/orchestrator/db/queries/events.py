@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -74,15 +75,7 @@ def append_event(
 ) -> bool:
     """Append one event; with a ``dedupe_key`` a repeat is silently dropped. True if stored."""
     lock_run_events(conn, run_id)
-    values = {
-        "run_id": run_id,
-        "child_id": child_id,
-        "kind": kind,
-        "message": message,
-        "data_json": json.dumps(data, separators=(",", ":")) if data is not None else None,
-        "dedupe_key": dedupe_key,
-        "created_at": utcnow(),
-    }
+    values = _event_values(run_id, NewEvent(kind, message, child_id, data), dedupe_key)
     if dedupe_key is None:
         conn.execute(insert(scrape_events).values(values))
         return True
@@ -93,6 +86,37 @@ def append_event(
         .returning(scrape_events.c.id)
     ).first()
     return stored is not None
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append without a dedupe key (an attempt, a page read)."""
+
+    kind: str
+    message: str
+    child_id: str | None = None
+    data: dict[str, Any] | None = None
+
+
+def append_events(conn: Connection, run_id: str, events: Sequence[NewEvent]) -> None:
+    """Append several events of one request, in order: one lock and one statement."""
+    if not events:
+        return
+    lock_run_events(conn, run_id)
+    conn.execute(insert(scrape_events), [_event_values(run_id, event, None) for event in events])
+
+
+def _event_values(run_id: str, event: NewEvent, dedupe_key: str | None) -> dict[str, Any]:
+    data = event.data
+    return {
+        "run_id": run_id,
+        "child_id": event.child_id,
+        "kind": event.kind,
+        "message": event.message,
+        "data_json": json.dumps(data, separators=(",", ":")) if data is not None else None,
+        "dedupe_key": dedupe_key,
+        "created_at": utcnow(),
+    }
 
 
 def list_events(
