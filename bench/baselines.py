@@ -440,9 +440,12 @@ def run_baselines(
     *,
     with_naive: bool,
     passes: int = 1,
+    between: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Every baseline for one dataset size on one database; returns results by name. The
-    measures that set the limit run ``passes`` times, each keeping its best pass."""
+    measures that set the limit run ``passes`` times, each keeping its best pass, and
+    ``between`` (the orchestrator's own pass) runs before each pass after the first, so
+    both sides of a ratio are measured through the same spells of a shared machine."""
     dataset_id = dataset_for(run_input)
     found: dict[str, Any] = {}
     if with_naive:
@@ -455,9 +458,11 @@ def run_baselines(
     if not db.sqlite:
         found["insertCopy"] = insert_only_copy(db, keep, label)
         found["insertCopyDirect"] = insert_only_copy_direct(db, keep, label)
-    extra = [
-        limit_pass(emulator_url, db, dataset_id, keep, f"{label}-{n}") for n in range(1, passes)
-    ]
+    extra = []
+    for n in range(1, passes):
+        if between is not None:
+            between()
+        extra.append(limit_pass(emulator_url, db, dataset_id, keep, f"{label}-{n}"))
     if extra:
         for name in extra[0]:
             found[name] = best_pass([found[name], *(more[name] for more in extra)])

@@ -4,8 +4,10 @@ each pass set up alike."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from bench import baselines
 from bench.__main__ import Plan
 from bench.baselines import (
     Tagging,
@@ -38,6 +40,46 @@ def test_the_full_run_repeats_every_size_and_the_quick_run_does_not() -> None:
     assert all(full.ingest_passes.get(size, 1) >= 2 for size in full.sizes)
     quick = Plan.quick()
     assert all(quick.ingest_passes.get(size, 1) == 1 for size in quick.sizes)
+
+
+def test_the_orchestrators_passes_alternate_with_the_limits(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each pass of the limit after the first follows one of the orchestrator's, so a slow
+    spell of the machine cannot fall on one side of the ratio only."""
+    order: list[str] = []
+
+    def measure(name: str) -> Any:
+        def run(*args: object, **kwargs: object) -> dict[str, Any]:
+            order.append(name)
+            return {"rowsPerSec": float(len(order))}
+
+        return run
+
+    for name in ("simple_loader", "download_only", "download_json", "insert_only"):
+        monkeypatch.setattr(baselines, name, measure(name))
+    monkeypatch.setattr(
+        baselines,
+        "limit_pass",
+        lambda *a, **k: {"download": measure("download")(), "insert": measure("insert")()},
+    )
+    db = baselines.BaselineDb(f"sqlite:///{tmp_path / 'b.db'}", tmp_path / "b")
+    found = baselines.run_baselines(
+        "http://emulator",
+        db,
+        lambda run_input: "dataset",
+        {},
+        "t",
+        with_naive=False,
+        passes=3,
+        between=lambda: order.append("orchestrator"),
+    )
+    assert order == [
+        *("simple_loader", "download_only", "download_json", "insert_only"),
+        *("orchestrator", "download", "insert"),
+        *("orchestrator", "download", "insert"),
+    ]
+    assert found["insert"]["passes"] == [4.0, 7.0, 10.0]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
