@@ -274,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             svg.write_text(chart.render(results))
             log.info("chart written to %s", svg)
     sys.stdout.write(report.table(results) + "\n")
-    return 0
+    # Written and reported all the same, but a scenario that did not finish fails the run.
+    unfinished = [kind for kind, e in results.get("fanoutAtScale", {}).items() if "failed" in e]
+    return 1 if unfinished else 0
 
 
 if __name__ == "__main__":

@@ -271,7 +271,11 @@ def fanout_level(
         pending = set(run_ids)
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"fan-out of {children}: {len(pending)} requests not terminal")
+                stuck = _child_states(app, pending)
+                raise TimeoutError(
+                    f"fan-out of {children}: {len(pending)} of {requests} requests not terminal "
+                    f"after {plan.timeout_secs:.0f} s; their children: {stuck}"
+                )
             pending = {rid for rid in pending if not app.run(rid)["terminal"]}
             if pending:
                 time.sleep(0.5)
@@ -373,6 +377,15 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return round(value / base, 2)
 
 
+def _child_states(app: App, run_ids: set[str]) -> dict[str, int]:
+    """How many children of these requests are in each state (what a stuck level waits on)."""
+    states: dict[str, int] = {}
+    for run_id in run_ids:
+        for child in app.run(run_id)["children"]:
+            states[child["state"]] = states.get(child["state"], 0) + 1
+    return dict(sorted(states.items()))
+
+
 def fanout_levels(
     app: App, platform: Platform, plan: FanoutPlan, label: str, profile_dir: Path | None = None
 ) -> dict[str, Any]:
@@ -383,11 +396,18 @@ def fanout_levels(
         timeout=120,
     )
     levels: list[dict[str, Any]] = []
+    found: dict[str, Any] = {"plan": asdict(plan), "levels": levels}
     for children in plan.levels:
         log.info("fan-out %s: %d children in flight", label, children)
         out = None if profile_dir is None else profile_dir / f"worker-{label}-{children}.txt"
-        levels.append(fanout_level(app, platform, plan, children, f"{label}-{children}", out))
-    base = levels[0]
+        try:
+            levels.append(fanout_level(app, platform, plan, children, f"{label}-{children}", out))
+        except TimeoutError as exc:
+            # The levels before it stand; the bigger ones would only wait longer.
+            log.error("fan-out %s stopped: %s", label, exc)
+            found["failed"] = str(exc)
+            break
+    base = levels[0] if levels else {}
     for level in levels:
         per = level["children"]
         b = base["children"]
@@ -410,7 +430,7 @@ def fanout_levels(
             "done": _ratio(floor["doneSecs"] / per, first["doneSecs"] / b),
             "cpu": _ratio(floor["cpuMsPerChildTotal"], first["cpuMsPerChildTotal"]),
         }
-    return {"plan": asdict(plan), "levels": levels}
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

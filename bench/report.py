@@ -69,6 +69,15 @@ def fanout_targets(found: dict[str, Any]) -> list[dict[str, Any]]:
     """Per database: the per-child ratios at 500 vs 100 children, and the 500 times."""
     targets: list[dict[str, Any]] = []
     for kind, entry in found.items():
+        if "failed" in entry:
+            targets.append(
+                {
+                    "target": f"fan-out at scale finished ({kind})",
+                    "value": entry["failed"],
+                    "goal": "every request terminal in time",
+                    "met": False,
+                }
+            )
         levels = {level["children"]: level for level in entry["levels"]}
         at500 = levels.get(500)
         if at500 is None or 100 not in levels:
@@ -301,6 +310,8 @@ def fanout_section(found: dict[str, Any] | None) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, entry in found.items():
+        if "failed" in entry:
+            out.append(f"| {kind} | stopped: {entry['failed']} |" + " |" * 9)
         for level in entry["levels"]:
             cpu = {k: 1000 * v for k, v in level["cpuSecsPerChild"].items()}
             vs = level["vsFirstPerChild"]

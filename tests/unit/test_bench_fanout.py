@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import report
+import pytest
+from bench import fanout, report
 from bench.fanout import FanoutPlan, profile_summary, vs_floor
 
 
@@ -93,3 +94,36 @@ def test_a_level_is_read_against_the_engines_floor() -> None:
     del level["floor"]  # results recorded before the floor was measured
     (row,) = [line for line in report.fanout_section(found) if line.startswith("| sqlite")]
     assert row.endswith("| - | - |")
+
+
+def test_a_level_that_does_not_finish_stops_the_bigger_ones_and_fails_its_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stuck level is reported with what it waited on; the levels before it stand."""
+    ran: list[int] = []
+
+    def level(app: Any, platform: Any, plan: Any, children: int, *rest: Any) -> dict[str, Any]:
+        ran.append(children)
+        if children == 500:
+            raise TimeoutError("fan-out of 500: 2 of 5 requests not terminal")
+        found = _level(children, 2.0, 4.0, 150.0)
+        found["floor"] = {"startedSecs": 1.0, "doneSecs": 2.0, "cpuMsPerChildTotal": 40.0}
+        return found
+
+    class App:
+        def submit(self, body: Any) -> str:
+            return "warm-up"
+
+        def wait_terminal(self, run_id: str, timeout: float) -> None:
+            return None
+
+    monkeypatch.setattr(fanout, "fanout_level", level)
+    found = fanout.fanout_levels(App(), None, FanoutPlan.full(), "postgresql")  # type: ignore[arg-type]
+    assert ran == [100, 500]
+    assert [entry["children"] for entry in found["levels"]] == [100]
+    assert found["failed"] == "fan-out of 500: 2 of 5 requests not terminal"
+    targets = {t["target"]: t for t in report.fanout_targets({"postgresql": found})}
+    stopped = targets["fan-out at scale finished (postgresql)"]
+    assert not stopped["met"] and "2 of 5 requests" in stopped["value"]
+    rows = [line for line in report.fanout_section({"postgresql": found}) if "stopped" in line]
+    assert len(rows) == 1
