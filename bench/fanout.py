@@ -377,6 +377,18 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return round(value / base, 2)
 
 
+#: Where the logs of a scenario that did not finish are kept (``var/`` is not in git).
+FAILED_LOGS = Path(__file__).resolve().parents[1] / "var" / "bench-failed"
+
+
+def keep_logs(what: str, stacks: dict[str, App | Platform]) -> Path:
+    """Copy each stack's process logs to ``FAILED_LOGS/<what>-<time>/<name>``."""
+    kept = FAILED_LOGS / f"{what}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    for name, holder in stacks.items():
+        shutil.copytree(holder.stack.log_dir, kept / name, dirs_exist_ok=True)
+    return kept
+
+
 def _child_states(app: App, run_ids: set[str]) -> dict[str, int]:
     """How many children of these requests are in each state (what a stuck level waits on)."""
     states: dict[str, int] = {}
@@ -403,9 +415,11 @@ def fanout_levels(
         try:
             levels.append(fanout_level(app, platform, plan, children, f"{label}-{children}", out))
         except TimeoutError as exc:
-            # The levels before it stand; the bigger ones would only wait longer.
-            log.error("fan-out %s stopped: %s", label, exc)
-            found["failed"] = str(exc)
+            # The levels before it stand; the bigger ones would only wait longer. The stacks'
+            # logs outlive the run's temporary directory, to say where the children waited.
+            kept = keep_logs(f"fanout-{label}-{children}", {"app": app, "platform": platform})
+            found["failed"] = f"{exc} (logs kept in {kept})"
+            log.error("fan-out %s stopped: %s", label, found["failed"])
             break
     base = levels[0] if levels else {}
     for level in levels:

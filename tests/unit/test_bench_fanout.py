@@ -97,9 +97,10 @@ def test_a_level_is_read_against_the_engines_floor() -> None:
 
 
 def test_a_level_that_does_not_finish_stops_the_bigger_ones_and_fails_its_target(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A stuck level is reported with what it waited on; the levels before it stand."""
+    """A stuck level is reported with what it waited on, and the stacks' logs kept; the
+    levels before it stand."""
     ran: list[int] = []
 
     def level(app: Any, platform: Any, plan: Any, children: int, *rest: Any) -> dict[str, Any]:
@@ -110,7 +111,18 @@ def test_a_level_that_does_not_finish_stops_the_bigger_ones_and_fails_its_target
         found["floor"] = {"startedSecs": 1.0, "doneSecs": 2.0, "cpuMsPerChildTotal": 40.0}
         return found
 
+    class Stack:
+        def __init__(self, name: str) -> None:
+            self.log_dir = tmp_path / name / "logs"
+            self.log_dir.mkdir(parents=True)
+            (self.log_dir / f"{name}.log").write_text(f"{name} was here\n")
+
+    class Platform:
+        stack = Stack("emulator")
+
     class App:
+        stack = Stack("worker")
+
         def submit(self, body: Any) -> str:
             return "warm-up"
 
@@ -118,10 +130,15 @@ def test_a_level_that_does_not_finish_stops_the_bigger_ones_and_fails_its_target
             return None
 
     monkeypatch.setattr(fanout, "fanout_level", level)
-    found = fanout.fanout_levels(App(), None, FanoutPlan.full(), "postgresql")  # type: ignore[arg-type]
+    monkeypatch.setattr(fanout, "FAILED_LOGS", tmp_path / "kept")
+    found = fanout.fanout_levels(App(), Platform(), FanoutPlan.full(), "postgresql")  # type: ignore[arg-type]
     assert ran == [100, 500]
     assert [entry["children"] for entry in found["levels"]] == [100]
-    assert found["failed"] == "fan-out of 500: 2 of 5 requests not terminal"
+    assert found["failed"].startswith("fan-out of 500: 2 of 5 requests not terminal (logs kept")
+    (kept,) = (tmp_path / "kept").iterdir()
+    assert kept.name.startswith("fanout-postgresql-500-") and str(kept) in found["failed"]
+    assert (kept / "app" / "worker.log").read_text() == "worker was here\n"
+    assert (kept / "platform" / "emulator.log").exists()
     targets = {t["target"]: t for t in report.fanout_targets({"postgresql": found})}
     stopped = targets["fan-out at scale finished (postgresql)"]
     assert not stopped["met"] and "2 of 5 requests" in stopped["value"]
