@@ -74,15 +74,15 @@ def append_event(
     dedupe_key: str | None = None,
 ) -> bool:
     """Append one event; with a ``dedupe_key`` a repeat is silently dropped. True if stored."""
-    lock_run_events(conn, run_id)
-    values = _event_values(run_id, NewEvent(kind, message, child_id, data), dedupe_key)
+    event = NewEvent(kind, message, child_id, data)
     if dedupe_key is None:
-        conn.execute(insert(scrape_events).values(values))
+        append_events(conn, run_id, [event])
         return True
+    lock_run_events(conn, run_id)
     # RETURNING, because rowcount is not reported for this statement on every driver.
     stored = conn.execute(
         insert_ignoring_conflicts(conn, scrape_events, ["dedupe_key"])
-        .values(values)
+        .values(_event_values(run_id, event, dedupe_key))
         .returning(scrape_events.c.id)
     ).first()
     return stored is not None
