@@ -391,10 +391,7 @@ def keep_logs(what: str, stacks: dict[str, App | Platform]) -> Path:
 
 def _child_states(app: App, run_ids: set[str]) -> dict[str, int]:
     """How many children of these requests are in each state (what a stuck level waits on)."""
-    states: dict[str, int] = {}
-    for run_id in run_ids:
-        for child in app.run(run_id)["children"]:
-            states[child["state"]] = states.get(child["state"], 0) + 1
+    states = Counter(child["state"] for run_id in run_ids for child in app.run(run_id)["children"])
     return dict(sorted(states.items()))
 
 
