@@ -77,7 +77,7 @@ class Plan:
             latency_spread_secs=25.0,
             fanout_children=100,
             budget_secs=1500.0,
-            ingest_passes={10_000: 3, 100_000: 5, 1_000_000: 2},
+            ingest_passes={10_000: 3, 100_000: 5, 1_000_000: 3},
         )
 
 
