@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import Engine, func, select, update
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from orchestrator.activities.deps import ActivityDeps
@@ -134,6 +135,20 @@ async def test_finishing_releases_ingests_settles_and_tells_the_master(engine: E
     # (its ``child_finished`` is idempotent).
     again = await ActivityEnvironment().run(finish.finish_child, finish_input(engine, cid))
     assert (again.state, again.items, again.told_master) == ("succeeded", 12, True)
+    assert stored_rows(engine, cid) == 12
+
+
+async def test_the_slot_goes_back_even_when_the_ingest_fails(engine: Engine) -> None:
+    # The release is sent beside the ingest, not before it: a failing page must not lose it.
+    platform, client = FakePlatform(), FakeClient()
+    finish, _ = build(engine, platform, client)
+    _, cid = await ended_child(engine, platform, Script(items=12, failing_page_offsets={0}))
+    with pytest.raises(ApplicationError, match="dataset page at 0 failed"):
+        await ActivityEnvironment().run(finish.finish_child, finish_input(engine, cid))
+    assert client.signalled(RELEASE_SLOTS_SIGNAL) == [admission_workflow_id("test")]
+    assert stored_rows(engine, cid) == 0
+    result = await ActivityEnvironment().run(finish.finish_child, finish_input(engine, cid))
+    assert (result.state, result.items) == ("succeeded", 12)
     assert stored_rows(engine, cid) == 12
 
 

@@ -17,7 +17,8 @@ idempotent, so a retry after any of them repeats only what is left:
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+import asyncio
+
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -68,33 +69,34 @@ class FinishActivities:
     @activity.defn(name="finish_child")
     async def finish_child(self, params: FinishChildInput) -> FinishChildResult:
         task_queue = activity.info().task_queue
-        await self._signal(
-            admission_workflow_id(task_queue),
-            RELEASE_SLOTS_SIGNAL,
-            SlotRelease(child_ids=[params.child_id]),
+        # The slot goes back while the ingest runs: the signal never raises, and the first
+        # page need not wait for its round trip to the Temporal server.
+        release = asyncio.create_task(
+            self._signal(
+                admission_workflow_id(task_queue),
+                RELEASE_SLOTS_SIGNAL,
+                SlotRelease(child_ids=[params.child_id]),
+            )
         )
         items = 0
-        if params.ingest:
-            ingested = await self._ingest.ingest_dataset(
-                IngestInput(
-                    child_id=params.child_id,
-                    dataset_id=params.dataset_id,
-                    final_state=params.final_state,
-                    final_message=params.final_message,
+        try:
+            if params.ingest:
+                ingested = await self._ingest.ingest_dataset(
+                    IngestInput(
+                        child_id=params.child_id,
+                        dataset_id=params.dataset_id,
+                        final_state=params.final_state,
+                        final_message=params.final_message,
+                    )
                 )
-            )
-            items = ingested.items
+                items = ingested.items
+        finally:
+            await release
         settled = await self._settle(params.child_id)
-
-        def read(
-            conn: Connection,
-        ) -> tuple[run_queries.ChildRecord | None, run_queries.RunRecord | None]:
-            child = run_queries.get_child(conn, params.child_id)
-            return child, run_queries.get_run(conn, child.run_id) if child else None
-
-        child, run = await self._deps.read(read)
-        if child is None or run is None:
+        found = await self._deps.read(run_queries.get_child_and_run, params.child_id)
+        if found is None:
             raise ApplicationError(f"child {params.child_id} is not in the database")
+        child, run = found
         push_rows = run.deliver_rows != "none"
         state = child.state.value
         told = False

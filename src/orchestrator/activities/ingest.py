@@ -70,13 +70,12 @@ class IngestActivities:
     @activity.defn(name="ingest_dataset")
     async def ingest_dataset(self, params: IngestInput) -> IngestResult:
         deps = self._deps
-        child = await deps.read(run_queries.get_child, params.child_id)
-        if child is None:
+        found = await deps.read(run_queries.get_child_and_run, params.child_id)
+        if found is None:
             raise ApplicationError(
                 f"unknown child {params.child_id}", type=ERR_PERMANENT, non_retryable=True
             )
-        run = await deps.read(run_queries.get_run, child.run_id)
-        assert run is not None
+        child, run = found
         if child.state.terminal:
             return IngestResult(child_id=child.id, items=child.items_ingested)
         offset = child.ingest_offset

@@ -307,6 +307,14 @@ def get_child(conn: Connection, child_id: str) -> ChildRecord | None:
     return ChildRecord.from_row(row) if row else None
 
 
+def get_child_and_run(conn: Connection, child_id: str) -> tuple[ChildRecord, RunRecord] | None:
+    """A child and its request, read on one connection (an activity's one trip to a database
+    thread instead of two, on the path from a run's end to its first stored row)."""
+    child = get_child(conn, child_id)
+    run = get_run(conn, child.run_id) if child else None
+    return (child, run) if child and run else None
+
+
 def transition_child(
     conn: Connection,
     child_id: str,
