@@ -53,6 +53,11 @@ def test_migrations_create_the_schema_and_are_idempotent(engine: Engine) -> None
     for name, table in metadata.tables.items():
         columns = {c["name"] for c in inspect(engine).get_columns(name)}
         assert columns == {c.name for c in table.columns}, name
+        # Indexes too: one the schema no longer declares must be gone from a migrated database.
+        indexes = {i["name"] for i in inspect(engine).get_indexes(name)} - {
+            c["name"] for c in inspect(engine).get_unique_constraints(name)
+        }
+        assert indexes == {i.name for i in table.indexes}, name
 
 
 def test_request_lifecycle_and_roll_up(engine: Engine) -> None:

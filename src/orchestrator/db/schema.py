@@ -122,8 +122,8 @@ scrape_items = Table(
     Column("actor", String(128), nullable=False),
     Column("data", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Rows are read per child (this index); nothing reads them by request (0016).
     UniqueConstraint("child_id", "item_index", name="uq_scrape_items_child_index"),
-    Index("ix_scrape_items_run_id", "run_id", "id"),
 )
 
 scrape_events = Table(
