@@ -153,6 +153,14 @@ def render_template(template: str, context: Mapping[str, Any], interpolate_strin
 
 
 # ---- dispatcher ----------------------------------------------------------------
+#: Webhook calls in flight at once; the others wait their turn before their call starts.
+#: Unbounded, a fan-out of 1,000 runs queued its calls inside httpx's connection pool,
+#: whose every hand-over scans the whole queue: the emulator spent its CPU there and the
+#: queued calls ran out their timeout before being sent (a call's timeout is the target's
+#: time to answer, not the sender's queue).
+WEBHOOK_CONCURRENCY = 64
+
+
 class WebhookDispatcher:
     def __init__(self, cfg: EmulatorConfig, store: Store, faults: Faults, stats: Stats) -> None:
         self.cfg = cfg
@@ -165,9 +173,15 @@ class WebhookDispatcher:
         self._client: httpx.AsyncClient | None = None
         self._insecure_client: httpx.AsyncClient | None = None
         self._pending: set[str] = set()
+        self._sending = asyncio.Semaphore(WEBHOOK_CONCURRENCY)
+        self._in_flight = 0
+        self.most_in_flight = 0  # the most calls ever in flight at once (tests read it)
 
     async def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=self.cfg.webhook_timeout_secs)
+        self._client = httpx.AsyncClient(
+            timeout=self.cfg.webhook_timeout_secs,
+            limits=httpx.Limits(max_connections=WEBHOOK_CONCURRENCY),
+        )
         now = time.time()
         self._pending = {r.id for r in self.store.runs.values() if not self._done(r, now)}
         # Resume deliveries that were still ACTIVE when the previous process stopped.
@@ -382,6 +396,22 @@ class WebhookDispatcher:
         *,
         record: bool = True,
     ) -> bool:
+        async with self._sending:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            try:
+                call = await self._post(request, headers)
+            finally:
+                self._in_flight -= 1
+        ok = call["responseStatus"] is not None and 200 <= call["responseStatus"] < 300
+        self.stats.webhook_calls["ok" if ok else "failed"] += 1
+        if record:
+            dispatch["calls"].append(call)
+            self.store.save_dispatch(dispatch)
+        return ok
+
+    async def _post(self, request: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """One call to the target, as the dispatch records it."""
         call: dict[str, Any] = {
             "startedAt": iso(time.time()),
             "finishedAt": None,
@@ -389,7 +419,6 @@ class WebhookDispatcher:
             "responseStatus": None,
             "responseBody": None,
         }
-        ok = False
         if request.get("error"):
             call["errorMessage"] = request["error"]
         else:
@@ -399,17 +428,12 @@ class WebhookDispatcher:
                 )
                 call["responseStatus"] = response.status_code
                 call["responseBody"] = response.text[:MAX_RESPONSE_BODY]
-                ok = 200 <= response.status_code < 300
-                if not ok:
+                if not 200 <= response.status_code < 300:
                     call["errorMessage"] = f"Webhook target responded {response.status_code}"
             except httpx.HTTPError as exc:
                 call["errorMessage"] = f"Cannot send request: {exc!r}"
         call["finishedAt"] = iso(time.time())
-        self.stats.webhook_calls["ok" if ok else "failed"] += 1
-        if record:
-            dispatch["calls"].append(call)
-            self.store.save_dispatch(dispatch)
-        return ok
+        return call
 
 
 def public_dispatch(dispatch: dict[str, Any]) -> dict[str, Any]:
