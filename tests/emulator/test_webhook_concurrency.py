@@ -13,11 +13,14 @@ from apify_emulator.webhooks import WEBHOOK_CONCURRENCY, WebhookDispatcher
 
 
 async def test_calls_beyond_the_cap_wait_their_turn_and_all_arrive() -> None:
-    received = 0
+    received = in_flight = most_in_flight = 0
 
     async def slow_target(request: httpx.Request) -> httpx.Response:
-        nonlocal received
+        nonlocal received, in_flight, most_in_flight
+        in_flight += 1
+        most_in_flight = max(most_in_flight, in_flight)
         await asyncio.sleep(0.01)
+        in_flight -= 1
         received += 1
         return httpx.Response(200, text="ok")
 
@@ -30,5 +33,5 @@ async def test_calls_beyond_the_cap_wait_their_turn_and_all_arrive() -> None:
         *(dispatcher._call({"calls": []}, request, {}, record=False) for _ in range(calls))
     )
     assert all(results) and received == calls
-    assert dispatcher.most_in_flight == WEBHOOK_CONCURRENCY
+    assert most_in_flight == WEBHOOK_CONCURRENCY
     await dispatcher._client.aclose()
