@@ -110,11 +110,13 @@ class RowDeliveryActivities:
         self, conn: Connection, child_id: str, now: datetime
     ) -> _Batch | RowDelivery | None:
         """The batch to send now, or the cursor when nothing is left (None: no push)."""
-        child = run_queries.get_child(conn, child_id)
-        if child is None or not child.state.terminal:
+        found = run_queries.get_child_and_run(conn, child_id)
+        if found is None:
             return None
-        run = run_queries.get_run(conn, child.run_id)
-        if run is None or run.deliver_rows != DELIVER_ROWS_CALLBACK or not run.callback_url:
+        child, run = found
+        if not child.state.terminal:
+            return None
+        if run.deliver_rows != DELIVER_ROWS_CALLBACK or not run.callback_url:
             return None
         cursor = cursor_queries.open_delivery(conn, run.id, child_id, child.ingest_offset)
         if not cursor.sending:
