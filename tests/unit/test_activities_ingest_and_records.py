@@ -83,6 +83,50 @@ async def test_an_ingest_resumes_at_its_committed_offset(engine: Engine) -> None
     assert ended.state is ChildState.SUCCEEDED and ended.items_ingested == 20
 
 
+class _EarlierAttempt(FakePlatform):
+    """An earlier attempt of the same ingest, still alive: it stores the second page (and
+    moves the cursor) while this attempt is downloading that page."""
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        super().__init__()
+        self.engine, self.run_id = engine, run_id
+
+    async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[bytes]:
+        page = await super().dataset_page(dataset_id, offset, limit)
+        if offset == 7:
+            with self.engine.begin() as conn:
+                run = run_queries.get_run(conn, self.run_id)
+                child = run_queries.get_child(conn, f"{self.run_id}.0")
+                assert run is not None and child is not None
+                item_queries.write_page(conn, run, child, offset, page[: limit - 1])
+        return page
+
+
+async def test_an_ingest_racing_an_earlier_attempt_stores_each_row_once(engine: Engine) -> None:
+    platform = FakePlatform()
+    run_id, cid = await ingesting_child(engine, platform, items=20)
+    racing = _EarlierAttempt(engine, run_id)
+    racing.scripts, racing.runs = platform.scripts, platform.runs
+    child = get_child(engine, cid)
+    assert child.dataset_id is not None
+    result = await ActivityEnvironment().run(
+        IngestActivities(deps(engine, racing)).ingest_dataset,
+        IngestInput(child_id=cid, dataset_id=child.dataset_id),
+    )
+    assert result.items == 20
+    with engine.connect() as conn:
+        indexes = conn.execute(
+            select(scrape_items.c.item_index).where(scrape_items.c.child_id == cid)
+        ).scalars()
+        assert sorted(indexes) == list(range(20))
+        pages = [
+            e for e in event_queries.list_events(conn, run_id) if e.kind == "child.ingest_page"
+        ]
+    # Each page read is recorded once, the one the other attempt stored included.
+    assert [e.data["offset"] for e in pages if e.data] == [7, 14, 20]
+    assert get_child(engine, cid).items_ingested == 20
+
+
 async def test_an_ingest_of_a_finished_child_reads_nothing(engine: Engine) -> None:
     platform = FakePlatform()
     _, cid = await ingesting_child(engine, platform, items=3)

@@ -9,9 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from orchestrator.db.engine import build_engine
+from orchestrator.db.queries import events as event_queries
 from orchestrator.db.queries import items as item_queries
 from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.schema import scrape_items
@@ -131,5 +132,41 @@ def test_an_item_that_is_not_utf8_stores_nothing_of_its_page(postgres_url: str) 
         with engine.connect() as conn:
             again = run_queries.get_child(conn, child.id)
         assert again is not None and again.ingest_offset == 0
+    finally:
+        engine.dispose()
+
+
+def _page_events(conn: Connection, run_id: str) -> int:
+    events = event_queries.list_events(conn, run_id)
+    return sum(e.kind == "child.ingest_page" for e in events)
+
+
+@pytest.mark.postgres
+def test_a_new_page_another_attempt_stored_first_commits_nothing(postgres_url: str) -> None:
+    """The fast path's two ways of finding another attempt's work: rows of the page already
+    stored (the COPY fails on the unique key), or the cursor moved past the page's offset
+    with the rows elsewhere (the compare-and-set misses). Either way nothing of it commits,
+    not even its events, and the merge path then stores what is missing."""
+    engine = build_engine(postgres_url)
+    try:
+        run, child = _run(engine, skill=None)
+        page = _bytes([json.dumps({"n": n}) for n in range(6)])
+        event = [event_queries.NewEvent("child.ingest_page", "page", child_id=child.id)]
+        with engine.begin() as conn:  # the other attempt, first: items 0..3
+            item_queries.write_page(conn, run, child, 0, page[:4])
+        with pytest.raises(item_queries.StalePage), engine.begin() as conn:
+            item_queries.store_new_page(conn, run, child, 0, page, event)
+        with pytest.raises(item_queries.StalePage), engine.begin() as conn:
+            # Items 6.. are new, but the cursor (4) is not at this page's offset (6).
+            item_queries.store_new_page(conn, run, child, 6, _bytes(["{}"]), event)
+        assert [n for n, *_ in _stored(engine, child.id)] == [0, 1, 2, 3]
+        with engine.begin() as conn:
+            assert _page_events(conn, run.id) == 0
+            item_queries.store_page(conn, run, child, 0, page, event)
+        with engine.connect() as conn:
+            again = run_queries.get_child(conn, child.id)
+            events = _page_events(conn, run.id)
+        assert [n for n, *_ in _stored(engine, child.id)] == list(range(6))
+        assert again is not None and again.ingest_offset == 6 and events == 1
     finally:
         engine.dispose()

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -24,8 +23,8 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.deps import ActivityDeps
 from orchestrator.activities.platform import as_activity_error
 from orchestrator.db.queries import runs as run_queries
-from orchestrator.db.queries.events import NewEvent, append_event, append_events
-from orchestrator.db.queries.items import write_page
+from orchestrator.db.queries.events import NewEvent, append_event
+from orchestrator.db.queries.items import StalePage, store_new_page, store_page
 from orchestrator.db.queries.observability import child_entered
 from orchestrator.domain.lifecycle import ChildState
 from orchestrator.observability import metrics
@@ -38,17 +37,8 @@ from orchestrator.workflows.types import IngestInput, IngestResult
 PIPELINE_ROWS = 4000
 
 
-def pages_stored(
-    conn: Connection,
-    run: run_queries.RunRecord,
-    child: run_queries.ChildRecord,
-    offset: int,
-    counts: list[int],
-) -> None:
+def page_events(child: run_queries.ChildRecord, offset: int, counts: list[int]) -> list[NewEvent]:
     """One ``child.ingest_page`` event per page read (each stands for one platform call)."""
-    if conn.dialect.name == "postgresql":
-        # Only a record of pages already committed: as asynchronous as their commit.
-        conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
     events = []
     for count in counts:
         offset += count
@@ -60,7 +50,7 @@ def pages_stored(
                 data={"offset": offset, "count": count},
             )
         )
-    append_events(conn, run.id, events)
+    return events
 
 
 class IngestActivities:
@@ -159,12 +149,13 @@ class IngestActivities:
                 items = [item for page, _ in done for item in page]
                 counts = [len(page) for page, _ in done]
                 if done:
-                    # Rows and cursor commit together; the pages' events follow in a
-                    # transaction of their own, so page writes never wait for the event
-                    # log's ordering lock.
-                    await deps.tx(write_page, run, child, offset, items)
+                    # Rows, cursor and the pages' events commit together.
+                    events = page_events(child, offset, counts)
+                    try:
+                        await deps.tx(store_new_page, run, child, offset, items, events)
+                    except StalePage:  # an earlier attempt of this ingest is still writing
+                        await deps.tx(store_page, run, child, offset, items, events)
                     metrics.observe_rows(child.actor, len(items))
-                    await deps.tx(pages_stored, run, child, offset, counts)
                 for count in counts:
                     offset += count
                     activity.heartbeat(offset)

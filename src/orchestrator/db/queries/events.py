@@ -9,8 +9,8 @@ one transaction at a time, so they do. On PostgreSQL a sequence hands out ids at
 time and transactions may commit in another order, which could let a reader's cursor pass
 an event that commits later; so every append first takes a transaction-scoped advisory
 lock for its request, held to commit: a request's events are numbered in commit order.
-The lock is per request; page writes, the bulk of an ingest, do not take it (their event
-is appended in a transaction of its own).
+The lock is per request; page writes, the bulk of an ingest, take it only after their COPY
+(``items.store_new_page``), so it is never held while rows are copied.
 """
 
 from __future__ import annotations
