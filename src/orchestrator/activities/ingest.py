@@ -33,8 +33,11 @@ from orchestrator.workflows.policies import ERR_PERMANENT
 from orchestrator.workflows.types import IngestInput, IngestResult
 
 #: Pages downloaded ahead of the one being written, and the most pages one transaction
-#: writes (in rows, so a larger page size keeps the same bound on memory).
-PIPELINE_ROWS = 4000
+#: writes (in rows, so a larger page size keeps the same bound on memory: about 8 MB of
+#: ~500-byte rows each side). Each transaction has a fixed cost on the writer's critical
+#: path; measured on PostgreSQL, 100k rows, medians of 6: 4,000 → 8,000 rows 6 % faster,
+#: → 16,000 3 % more.
+PIPELINE_ROWS = 16_000
 
 
 def page_events(child: run_queries.ChildRecord, offset: int, counts: list[int]) -> list[NewEvent]:
