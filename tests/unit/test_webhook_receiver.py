@@ -2,7 +2,8 @@
 
 Each refusal (401 token, 413 size, 400 body, 404 child, 409 other run) leaves no event and
 sends no signal; a bad token is refused before the body is read. A good delivery is logged
-once per dispatch id and wakes the child's poller, whose absence is not an error.
+once per dispatch id and wakes the child's poller, whose absence is not an error, unless the
+child is already past its platform run.
 """
 
 from __future__ import annotations
@@ -140,6 +141,24 @@ async def test_a_good_delivery_is_logged_once_per_dispatch_and_wakes_the_poller(
         sqlite_engine, client, SECRET, hook(child, Body(payload()), dispatch="d2")
     )
     assert len(webhook_events(sqlite_engine, run_id)) == 2
+
+
+@pytest.mark.parametrize("state", [ChildState.INGESTING, ChildState.SUCCEEDED])
+async def test_a_delivery_for_a_run_already_seen_over_is_logged_but_wakes_nobody(
+    sqlite_engine: Engine, state: ChildState
+) -> None:
+    """The poller's own look often sees the end first: the webhook is still logged, but a
+    signal would only cost a workflow task while the ingest starts."""
+    run_id, child = started_child(sqlite_engine)
+    with sqlite_engine.begin() as conn:
+        run_queries.transition_child(conn, child, ChildState.INGESTING)
+        run_queries.transition_child(conn, child, state)
+    temporal = SignalRecorder()
+    await receive_platform_webhook(
+        sqlite_engine, cast(Client, temporal), SECRET, hook(child, Body(payload()))
+    )
+    assert len(webhook_events(sqlite_engine, run_id)) == 1
+    assert temporal.signals == []
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,12 @@ class ChildState(StrEnum):
     def terminal(self) -> bool:
         return self in CHILD_TERMINAL
 
+    @property
+    def platform_run_seen_over(self) -> bool:
+        """The orchestrator already knows the child's platform run is over (or it never
+        had one): news of its end, a webhook, changes nothing."""
+        return self is ChildState.INGESTING or self.terminal
+
 
 CHILD_TERMINAL = frozenset(
     {

@@ -23,6 +23,7 @@ from orchestrator.db.queries import runs as run_queries
 from orchestrator.db.queries.events import append_event
 from orchestrator.domain.errors import NotFound
 from orchestrator.domain.ids import poller_workflow_id
+from orchestrator.domain.lifecycle import ChildState
 from orchestrator.platform.webhook_auth import verify_webhook_token
 from orchestrator.service.commands import PlatformWebhook
 from orchestrator.service.errors import (
@@ -63,8 +64,8 @@ def parse_webhook_body(body: bytes) -> WebhookEvent:
     )
 
 
-def _record(engine: Engine, hook: PlatformWebhook, event: WebhookEvent) -> None:
-    """Log the delivery on the child (once per dispatch id), or refuse it."""
+def _record(engine: Engine, hook: PlatformWebhook, event: WebhookEvent) -> ChildState:
+    """Log the delivery on the child (once per dispatch id), or refuse it; the child's state."""
     with engine.begin() as conn:
         child = run_queries.get_child(conn, hook.child_id)
         if child is None:
@@ -86,6 +87,7 @@ def _record(engine: Engine, hook: PlatformWebhook, event: WebhookEvent) -> None:
             },
             dedupe_key=f"webhook:{hook.dispatch_id}" if hook.dispatch_id else None,
         )
+        return child.state
 
 
 async def _wake_poller(
@@ -119,6 +121,8 @@ async def receive_platform_webhook(
     if body is None:
         raise PayloadTooLarge("webhook body is too large")
     event = parse_webhook_body(body)
-    await asyncio.to_thread(_record, engine, hook, event)
-    if temporal is not None:
+    state = await asyncio.to_thread(_record, engine, hook, event)
+    # A poller that has already seen the run end (its long poll often beats the webhook)
+    # needs no waking: the signal would only cost a workflow task just as the ingest starts.
+    if temporal is not None and not state.platform_run_seen_over:
         await _wake_poller(temporal, hook.child_id, event, hook.dispatch_id)

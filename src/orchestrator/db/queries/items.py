@@ -96,7 +96,8 @@ def binary_copy_page(
     Built here rather than row by row through the driver's ``write_row``: everything but an
     item's index and data is the same for the whole page, so it is encoded once, and the
     items go in as the bytes the platform sent, never decoded to ``str`` and encoded back
-    (measured: 0.43 µs a row against 1.65 µs). PostgreSQL still checks each item is valid UTF-8 text.
+    (measured: 0.43 µs a row against 1.65 µs). PostgreSQL still checks each item is valid
+    UTF-8 text.
     """
     micros = (created_at - _PG_EPOCH) // timedelta(microseconds=1)
     constant = b"".join(
