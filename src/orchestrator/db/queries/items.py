@@ -1,9 +1,11 @@
 """Scraped rows (``scrape_items``): idempotent page writes and stable paging.
 
-A page is written in one statement keyed by (child, item index) with ON CONFLICT DO
-NOTHING, together with the child's ingest cursor, so a retried or resumed ingest can
-never store a row twice. Rows are read for the API by ``item_pages`` (per-child offsets,
-not ids: ids can commit out of order on PostgreSQL).
+Rows are keyed by (child, item index) and a page is written in one transaction with the
+child's ingest cursor, so a retried or resumed ingest can never store a row twice: the
+ingest's fast path (``store_new_page``) inserts plainly and checks the cursor after, and
+anything it finds already written goes through the merge (``store_page``, ON CONFLICT DO
+NOTHING). Rows are read for the API by ``item_pages`` (per-child offsets, not ids: ids can
+commit out of order on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -179,13 +181,14 @@ def store_new_page(
     """The ingest's fast path for a page that should start exactly at the committed cursor:
     as ``store_page``, or ``StalePage`` when it does not.
 
-    On PostgreSQL the rows are COPied straight in with no lock held and no read before; only
-    then are the request's event lock and the cursor's row taken, for the events and a
+    On PostgreSQL the rows are COPied straight in with no lock held and nothing read first;
+    only then are the request's event lock and the cursor's row taken, for the events and a
     compare-and-set of the cursor, so the lock other writers of the request's events wait on
-    is held for the end of the transaction only, and the page costs three statements fewer
-    than reading the cursor first. Exactly once still: a row another attempt stored makes
-    the COPY fail on the unique key, and a cursor another attempt moved makes the
-    compare-and-set miss; either raises ``StalePage`` and nothing of this one commits.
+    is held for the end of the transaction only, and a batch costs one read and one commit
+    fewer than reading the cursor first and logging apart. Exactly once still: a row another
+    attempt stored makes the COPY fail on the unique key, and a cursor another attempt moved
+    makes the compare-and-set miss; either raises ``StalePage`` and nothing of this one
+    commits.
     """
     if conn.dialect.name != "postgresql" or not encoded_items:
         store_page(conn, run, child, offset, encoded_items, events)  # SQLite: one writer
