@@ -196,15 +196,16 @@ def store_new_page(
     import psycopg  # only with PostgreSQL, whose driver is an optional dependency
 
     end = offset + len(encoded_items)
+    now = utcnow()
     raw: Any = conn.connection.driver_connection
     with raw.cursor() as cursor:
         try:
             with cursor.copy(PG_COPY_DIRECT) as copy:
-                copy.write(binary_copy_page(_tagging(run, child), utcnow(), offset, encoded_items))
+                copy.write(binary_copy_page(_tagging(run, child), now, offset, encoded_items))
         except psycopg.errors.UniqueViolation:
             raise StalePage from None
         append_events(conn, run.id, events)
-        cursor.execute(_PG_ADVANCE_CURSOR, (end, end, utcnow(), child.id, offset))
+        cursor.execute(_PG_ADVANCE_CURSOR, (end, end, now, child.id, offset))
         if cursor.fetchone() is None:
             raise StalePage
 
