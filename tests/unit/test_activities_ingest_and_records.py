@@ -36,6 +36,14 @@ def get_child(engine: Engine, cid: str) -> run_queries.ChildRecord:
     return found
 
 
+def stored_indexes(engine: Engine, cid: str) -> list[int]:
+    with engine.connect() as conn:
+        indexes = conn.execute(
+            select(scrape_items.c.item_index).where(scrape_items.c.child_id == cid)
+        ).scalars()
+        return sorted(indexes)
+
+
 async def ingesting_child(engine: Engine, platform: FakePlatform, items: int) -> tuple[str, str]:
     """A child whose platform run succeeded with ``items`` items, waiting to be ingested."""
     platform.scripts["ultron~leadgen"] = Script(items=items)
@@ -70,11 +78,8 @@ async def test_an_ingest_resumes_at_its_committed_offset(engine: Engine) -> None
     )
     assert (result.items, result.pages) == (20, 2)  # 7..13 and 14..19: no page read twice
     assert beats == [14, 20]
+    assert stored_indexes(engine, cid) == list(range(20))
     with engine.connect() as conn:
-        indexes = conn.execute(
-            select(scrape_items.c.item_index).where(scrape_items.c.child_id == cid)
-        ).scalars()
-        assert sorted(indexes) == list(range(20))
         resumed = [
             e for e in event_queries.list_events(conn, run_id) if e.kind == "child.ingest_resume"
         ]
@@ -87,9 +92,10 @@ class _EarlierAttempt(FakePlatform):
     """An earlier attempt of the same ingest, still alive: it stores the second page (and
     moves the cursor) while this attempt is downloading that page."""
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    def __init__(self, engine: Engine) -> None:
         super().__init__()
-        self.engine, self.run_id = engine, run_id
+        self.engine = engine
+        self.run_id = ""  # the request, once stored
 
     async def dataset_page(self, dataset_id: str, offset: int, limit: int) -> list[bytes]:
         page = await super().dataset_page(dataset_id, offset, limit)
@@ -103,10 +109,9 @@ class _EarlierAttempt(FakePlatform):
 
 
 async def test_an_ingest_racing_an_earlier_attempt_stores_each_row_once(engine: Engine) -> None:
-    platform = FakePlatform()
-    run_id, cid = await ingesting_child(engine, platform, items=20)
-    racing = _EarlierAttempt(engine, run_id)
-    racing.scripts, racing.runs = platform.scripts, platform.runs
+    racing = _EarlierAttempt(engine)
+    run_id, cid = await ingesting_child(engine, racing, items=20)
+    racing.run_id = run_id
     child = get_child(engine, cid)
     assert child.dataset_id is not None
     result = await ActivityEnvironment().run(
@@ -114,11 +119,8 @@ async def test_an_ingest_racing_an_earlier_attempt_stores_each_row_once(engine: 
         IngestInput(child_id=cid, dataset_id=child.dataset_id),
     )
     assert result.items == 20
+    assert stored_indexes(engine, cid) == list(range(20))
     with engine.connect() as conn:
-        indexes = conn.execute(
-            select(scrape_items.c.item_index).where(scrape_items.c.child_id == cid)
-        ).scalars()
-        assert sorted(indexes) == list(range(20))
         pages = [
             e for e in event_queries.list_events(conn, run_id) if e.kind == "child.ingest_page"
         ]
