@@ -298,7 +298,9 @@ class ScraperOrchestrator:
         poller. The children's messages say which (the activities read the request's stop
         reason)."""
         keep_partial = workflow.patched(PARTIAL_ROWS_PATCH)
-        for child_id in self._pollers:
+        # A copy, in a fixed order: starts still in flight add pollers while this awaits, and
+        # a set's order of strings differs between processes (a replay must cancel alike).
+        for child_id in sorted(self._pollers):
             if child_id not in self._finished:
                 handle = workflow.get_external_workflow_handle(poller_workflow_id(child_id))
                 try:
