@@ -19,6 +19,7 @@ from orchestrator.config.bootstrap import bundled_registry_text
 from orchestrator.db.engine import build_engine, migrate
 from orchestrator.db.queries.registry import load_registry_file, seed_registry
 from orchestrator.worker import build_worker
+from tests.support.workers import running
 from tests.workflows.activity_support import worker_config
 from tests.workflows.fakes import FakePlatform
 
@@ -62,7 +63,7 @@ def make_harness(temporal_env: WorkflowEnvironment) -> HarnessFactory:
         deps = ActivityDeps(engine=engine, platform=platform, config=config)
         task_queue = task_queue or f"test-{uuid.uuid4()}"
         worker = build_worker(temporal_env.client, task_queue, deps)
-        async with worker:
+        async with running(worker):
             yield Harness(temporal_env, engine, platform, task_queue, worker, config)
 
     return make

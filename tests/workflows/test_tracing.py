@@ -23,6 +23,7 @@ from orchestrator.observability.tracing import (
 from orchestrator.service import submission
 from orchestrator.worker import build_worker
 from orchestrator.workflows.types import OrchestratorResult
+from tests.support.workers import running
 from tests.workflows.conftest import seed, worker_config
 from tests.workflows.fakes import FakePlatform, Script
 from tests.workflows.support import request
@@ -45,7 +46,7 @@ async def test_a_traced_request_makes_spans_from_submission_to_ingest(
     platform.scripts["ultron~leadgen"] = Script(items=3)
     deps = ActivityDeps(engine=sqlite_engine, platform=platform, config=worker_config())
     task_queue = f"test-{uuid.uuid4()}"
-    async with build_worker(client, task_queue, deps):
+    async with running(build_worker(client, task_queue, deps)):
         body = request({"actor": "ultron-leadgen", "input": {"brief": "b"}})
         run = (await submission.submit(sqlite_engine, client, task_queue, body)).run
         handle = client.get_workflow_handle(
