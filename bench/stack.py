@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import socket
 import time
@@ -69,13 +70,40 @@ APP_ENV: Final = {
 }
 
 
+# Ports are chosen below the kernel's ephemeral range: a stack stopped and started again (a
+# restart, a killed API) binds its ports a second time, and in the ephemeral range an
+# outgoing connection made meanwhile can take one (seen: "address already in use").
+LOWEST_PORT: Final = 10_000
+_EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free on 127.0.0.1 right now."""
+    """``count`` distinct ports free on 127.0.0.1 right now, none handed out before in this
+    process, none in the ephemeral range (where the kernel has no room, any free ports)."""
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768  # Linux's default
+    candidates = [p for p in range(LOWEST_PORT, ephemeral_low) if p not in _handed_out]
+    random.shuffle(candidates)
     with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
+        ports: list[int] = []
+        for port in candidates:
+            if len(ports) == count:
+                break
+            sock = stack.enter_context(socket.socket())
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            ports.append(port)
+        while len(ports) < count:  # no room below the ephemeral range
+            sock = stack.enter_context(socket.socket())
             sock.bind((HOST, 0))
-        return [sock.getsockname()[1] for sock in socks]
+            ports.append(sock.getsockname()[1])
+    _handed_out.update(ports)
+    return ports
 
 
 def api_headers(stack: DevStack) -> dict[str, str]:

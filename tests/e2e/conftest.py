@@ -9,12 +9,11 @@ session loop, and a sync fixture cannot interfere with it.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Generator, Iterator
-from contextlib import ExitStack
 
 import httpx
 import pytest
+from bench.stack import free_ports
 
 from orchestrator.cli.devstack import DevStack, StackPorts
 
@@ -23,16 +22,6 @@ from .support import emulator_client
 #: Settings for the session's stack: fast polling, scripted runs at a fifth of their length.
 E2E_POLL_INTERVAL_SECONDS = "2"
 E2E_EMULATOR_TIME_SCALE = 0.2
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that are free on 127.0.0.1 right now."""
-    with ExitStack() as stack:
-        # Hold every socket until all are chosen, so the kernel never hands out one twice.
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
 
 
 def free_stack_ports() -> StackPorts:

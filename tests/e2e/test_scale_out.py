@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+from bench.stack import free_ports
 from sqlalchemy import create_engine, text
 from temporalio.client import Client
 
@@ -33,7 +34,7 @@ from orchestrator.service.admission import admission_snapshot
 from tests.conftest import fresh_postgres_database
 from tests.support.waiting import eventually
 
-from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_ports
+from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV
 from .support import api_client, emulator_client, event_kinds, generator, platform_run_count
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from bench.stack import free_ports
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -32,7 +33,7 @@ from orchestrator.platform.webhook_auth import (
 )
 from tests.support.waiting import eventually, eventually_async
 
-from .conftest import free_ports, free_stack_ports
+from .conftest import free_stack_ports
 from .support import api_client, event_kinds, generator, request, submit, wait_terminal
 
 pytestmark = pytest.mark.e2e

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bench.stack import free_ports
 
 from orchestrator.cli.devstack import DevStack
 from tests.support.tls import CertificateAuthority, Issued
 from tests.support.waiting import eventually
 
-from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_ports, free_stack_ports
+from .conftest import E2E_EMULATOR_TIME_SCALE, E2E_ENV, free_stack_ports
 from .support import wait_terminal
 
 pytestmark = pytest.mark.e2e
