@@ -7,7 +7,6 @@ official clients can talk to it from tests without sharing the test loop.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import httpx
 import pytest
 import uvicorn
 from apify_client import ApifyClient, ApifyClientAsync
+from bench.stack import free_ports
 from starlette.applications import Starlette
 
 from apify_emulator import EmulatorConfig, create_app
@@ -29,12 +29,6 @@ TOKEN = "emulator-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TIME_SCALE = 0.05
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -78,7 +72,7 @@ def start_emulator(cfg: EmulatorConfig) -> RunningEmulator:
 
 def make_config(**changes: Any) -> EmulatorConfig:
     base = EmulatorConfig(
-        port=free_port(),
+        port=free_ports(1)[0],
         time_scale=TIME_SCALE,
         webhook_retry_base_secs=1.0,
         rate_limit_rps=0,

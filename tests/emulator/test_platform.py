@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from bench.stack import free_ports
 
 from apify_emulator import EmulatorConfig
 from apify_emulator.webhooks import parse_webhooks_param, render_template
@@ -24,7 +25,6 @@ from .conftest import (
     TOKEN,
     RunningEmulator,
     WebhookReceiver,
-    free_port,
     local,
     make_config,
 )
@@ -361,7 +361,7 @@ def test_config_from_env_and_templates() -> None:
 
 
 async def test_cli_serves_health() -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     env = {**os.environ, "APIFY_EMULATOR_TIME_SCALE": "0.1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "apify_emulator", "--host", "127.0.0.1", "--port", str(port)],

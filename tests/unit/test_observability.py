@@ -4,11 +4,11 @@ activities move, and the API's ``/metrics`` (its access rule and its format)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
+from bench.stack import free_ports
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, update
@@ -222,9 +222,7 @@ async def test_api_metrics_need_an_admin_key_unless_opened(engine: Engine) -> No
 
 
 def test_the_worker_serves_its_counters_on_its_own_port_and_stops() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    (port,) = free_ports(1)
     settings = Settings(_env_file=None, worker_metrics_port=port)
     stop = serve_worker_metrics(settings, worker_registry())
     assert stop is not None

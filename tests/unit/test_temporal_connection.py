@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.stack import free_ports
 from cryptography.hazmat.primitives import serialization
 from pydantic import SecretStr
 from temporalio.service import TLSConfig
@@ -278,9 +279,7 @@ def test_what_a_connect_failure_means(message: str) -> None:
 
 
 async def test_nothing_listening_is_unavailable_not_a_hang() -> None:
-    with socket.socket() as sock:  # a port nobody listens on once the socket is closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    (port,) = free_ports(1)  # a port nobody listens on
     with pytest.raises(TemporalUnavailable) as caught:
         await connect_temporal(
             settings(temporal_address=f"127.0.0.1:{port}", temporal_connect_timeout_seconds=5)
